@@ -1,0 +1,31 @@
+//! # webhooks-core
+//!
+//! The framework-agnostic core of [`tower-webhooks`] and [`actix-webhooks`]:
+//! signature schemes, verification errors, the receive pipeline and the
+//! deduplication stores.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use webhooks_core::{Verifier, VerifyError, scheme::StandardWebhooks};
+//!
+//! let verifier = StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?;
+//! let headers = verifier.sign_headers("msg_1", 1_700_000_000, b"{\"a\":1}")?;
+//! let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+//!
+//! assert!(verifier.verify(&headers, b"{\"a\":1}", now).is_ok());
+//! // One byte changed: refused with a 401.
+//! let err = verifier.verify(&headers, b"{\"a\":2}", now).unwrap_err();
+//! assert_eq!(err, VerifyError::NoMatchingSignature);
+//! assert_eq!(err.status(), 401);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! [`tower-webhooks`]: https://docs.rs/tower-webhooks
+//! [`actix-webhooks`]: https://docs.rs/actix-webhooks
+
+mod error;
+pub mod scheme;
+mod verify;
+
+pub use error::{ConfigError, VerifyError};
+pub use verify::{MatchedKey, RequestHead, RequestVerifier, Verified, Verifier};

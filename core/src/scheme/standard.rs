@@ -1,0 +1,483 @@
+//! [Standard Webhooks](https://www.standardwebhooks.com/) v1.0.0: `v1` (HMAC-SHA256)
+//! and `v1a` (ed25519), as sent by Svix and every sender following the spec.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+use hmac::Mac as _;
+use http::{HeaderMap, HeaderValue};
+
+use super::{DEFAULT_TOLERANCE, HmacKey, check_timestamp, ct_eq, header, parse_timestamp};
+use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+
+const ID: &[&str] = &["webhook-id", "svix-id"];
+const TIMESTAMP: &[&str] = &["webhook-timestamp", "svix-timestamp"];
+const SIGNATURE: &[&str] = &["webhook-signature", "svix-signature"];
+/// Signature entries looked at per request; the rest are ignored, so a huge
+/// header cannot make one request cost thousands of verifications.
+const MAX_ENTRIES: usize = 32;
+const SCHEME: &str = "standard-webhooks";
+
+/// Verifies [Standard Webhooks](https://www.standardwebhooks.com/) deliveries.
+///
+/// * headers `webhook-id`, `webhook-timestamp`, `webhook-signature`, or the same
+///   with the `svix-` prefix;
+/// * signed content `{id}.{timestamp}.{body}` over the exact body bytes;
+/// * `v1,<base64 HMAC-SHA256>` against any configured secret, and
+///   `v1a,<base64 ed25519>` against any configured public key (a trust list you
+///   configure, never a key taken from the request);
+/// * a two-sided timestamp tolerance, 300 s by default.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use webhooks_core::{Verifier, scheme::StandardWebhooks};
+///
+/// // Two secrets during a rotation: the new one first, the old one until senders switch.
+/// let verifier = StandardWebhooks::builder()
+///     .secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+///     .secret("whsec_dGhlIG9sZCBzZWNyZXQ=")
+///     .tolerance(Duration::from_secs(600))
+///     .build()?;
+///
+/// let headers = verifier.sign_headers("msg_1", 1_700_000_000, b"{}")?;
+/// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_100);
+/// let verified = verifier.verify(&headers, b"{}", now)?;
+/// assert_eq!(verified.matched_key.to_string(), "secret#0");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct StandardWebhooks {
+    secrets: Vec<HmacKey>,
+    public_keys: Vec<VerifyingKey>,
+    tolerance: Duration,
+}
+
+impl fmt::Debug for StandardWebhooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StandardWebhooks")
+            .field("secrets", &self.secrets.len())
+            .field("public_keys", &self.public_keys.len())
+            .field("tolerance", &self.tolerance)
+            .finish()
+    }
+}
+
+impl StandardWebhooks {
+    /// A verifier with one secret (`whsec_…`, or bare base64) and the default tolerance.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the secret is empty or not base64.
+    pub fn new(secret: impl AsRef<str>) -> Result<Self, ConfigError> {
+        Self::builder().secret(secret).build()
+    }
+
+    /// A builder for several secrets, public keys and a custom tolerance.
+    #[must_use]
+    pub fn builder() -> StandardWebhooksBuilder {
+        StandardWebhooksBuilder::default()
+    }
+
+    /// The replay window.
+    #[must_use]
+    pub fn tolerance(&self) -> Duration {
+        self.tolerance
+    }
+
+    /// The `webhook-signature` value a sender would send, signed with the first secret.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NoKeys`] when the verifier has only public keys.
+    pub fn sign(&self, id: &str, timestamp: u64, body: &[u8]) -> Result<String, ConfigError> {
+        let key = self.secrets.first().ok_or(ConfigError::NoKeys)?;
+        Ok(format!("v1,{}", B64.encode(hmac_content(key, id, timestamp, body))))
+    }
+
+    /// The three headers a sender would send, signed with the first secret.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NoKeys`] when the verifier has only public keys, or
+    /// [`ConfigError::Invalid`] when `id` cannot be a header value.
+    pub fn sign_headers(
+        &self,
+        id: &str,
+        timestamp: u64,
+        body: &[u8],
+    ) -> Result<HeaderMap, ConfigError> {
+        let signature = self.sign(id, timestamp, body)?;
+        standard_headers(id, timestamp, &signature)
+    }
+}
+
+/// The three Standard Webhooks headers for an id, timestamp and signature value.
+fn standard_headers(id: &str, timestamp: u64, signature: &str) -> Result<HeaderMap, ConfigError> {
+    let invalid = |what| ConfigError::Invalid {
+        what,
+        reason: "not a valid header value",
+    };
+    let mut headers = HeaderMap::with_capacity(3);
+    headers.insert(
+        ID[0],
+        HeaderValue::from_str(id).map_err(|_| invalid("webhook id"))?,
+    );
+    headers.insert(TIMESTAMP[0], HeaderValue::from(timestamp));
+    headers.insert(
+        SIGNATURE[0],
+        HeaderValue::from_str(signature).map_err(|_| invalid("signature"))?,
+    );
+    Ok(headers)
+}
+
+/// HMAC-SHA256 of `{id}.{timestamp}.{body}`, without concatenating.
+fn hmac_content(key: &HmacKey, id: &str, timestamp: u64, body: &[u8]) -> [u8; 32] {
+    let mut mac = key.mac();
+    mac.update(id.as_bytes());
+    mac.update(b".");
+    mac.update(itoa(timestamp).as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac.finalize().into_bytes().into()
+}
+
+fn itoa(n: u64) -> String {
+    n.to_string()
+}
+
+fn signed_content(id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
+    let mut content = Vec::with_capacity(id.len() + timestamp.len() + body.len() + 2);
+    content.extend_from_slice(id.as_bytes());
+    content.push(b'.');
+    content.extend_from_slice(timestamp.as_bytes());
+    content.push(b'.');
+    content.extend_from_slice(body);
+    content
+}
+
+impl Verifier for StandardWebhooks {
+    fn verify(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        let (_, id) = header(headers, ID)?;
+        let (ts_name, ts_raw) = header(headers, TIMESTAMP)?;
+        let (sig_name, signatures) = header(headers, SIGNATURE)?;
+        if id.is_empty() {
+            return Err(VerifyError::malformed(ID[0], "empty"));
+        }
+        let timestamp = parse_timestamp(ts_name, ts_raw)?;
+        check_timestamp(timestamp, now, self.tolerance)?;
+        // The signed timestamp is the header's own text (trimmed), exactly as sent.
+        let ts_text = ts_raw.trim();
+
+        let mut v1: [[u8; 32]; MAX_ENTRIES] = [[0; 32]; MAX_ENTRIES];
+        let mut n_v1 = 0;
+        let mut v1a: Vec<Signature> = Vec::new();
+        let mut entries = 0;
+        for entry in signatures.split(' ').filter(|e| !e.is_empty()) {
+            if entries == MAX_ENTRIES {
+                break;
+            }
+            entries += 1;
+            let Some((version, sig)) = entry.split_once(',') else {
+                continue;
+            };
+            match version {
+                "v1" if !self.secrets.is_empty() => {
+                    let mut out = [0u8; 33];
+                    // A signature that does not decode to exactly 32 bytes can never match.
+                    if let Ok(32) = B64.decode_slice(sig, &mut out) {
+                        v1[n_v1].copy_from_slice(&out[..32]);
+                        n_v1 += 1;
+                    }
+                }
+                "v1a" if !self.public_keys.is_empty() => {
+                    let mut out = [0u8; 65];
+                    if let Ok(64) = B64.decode_slice(sig, &mut out) {
+                        let mut bytes = [0u8; 64];
+                        bytes.copy_from_slice(&out[..64]);
+                        v1a.push(Signature::from_bytes(&bytes));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if n_v1 == 0 && v1a.is_empty() {
+            if entries == 0 {
+                return Err(VerifyError::malformed(sig_name, "no signatures"));
+            }
+            return Err(VerifyError::NoMatchingSignature);
+        }
+
+        let verified = |matched_key| Verified {
+            scheme: SCHEME,
+            id: Some(id.to_owned()),
+            timestamp: Some(timestamp),
+            event_type: None,
+            matched_key,
+        };
+        if n_v1 > 0 {
+            for (index, key) in self.secrets.iter().enumerate() {
+                let mut mac = key.mac();
+                mac.update(id.as_bytes());
+                mac.update(b".");
+                mac.update(ts_text.as_bytes());
+                mac.update(b".");
+                mac.update(body);
+                let expected: [u8; 32] = mac.finalize().into_bytes().into();
+                // Compare against every entry without stopping early on a match
+                // within one secret, so timing does not reveal which entry matched.
+                let mut matched = false;
+                for candidate in &v1[..n_v1] {
+                    matched |= ct_eq(&expected, candidate);
+                }
+                if matched {
+                    return Ok(verified(MatchedKey::Secret(index)));
+                }
+            }
+        }
+        if !v1a.is_empty() {
+            let content = signed_content(id, ts_text, body);
+            for (index, key) in self.public_keys.iter().enumerate() {
+                if v1a
+                    .iter()
+                    .any(|sig| key.verify_strict(&content, sig).is_ok())
+                {
+                    return Ok(verified(MatchedKey::PublicKey(index)));
+                }
+            }
+        }
+        Err(VerifyError::NoMatchingSignature)
+    }
+}
+
+/// Builds a [`StandardWebhooks`] verifier.
+///
+/// Errors in any secret or key are kept and reported by [`build`](Self::build).
+#[derive(Default)]
+#[must_use]
+pub struct StandardWebhooksBuilder {
+    secrets: Vec<HmacKey>,
+    public_keys: Vec<VerifyingKey>,
+    tolerance: Option<Duration>,
+    error: Option<ConfigError>,
+}
+
+impl fmt::Debug for StandardWebhooksBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StandardWebhooksBuilder")
+            .field("secrets", &self.secrets.len())
+            .field("public_keys", &self.public_keys.len())
+            .field("tolerance", &self.tolerance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StandardWebhooksBuilder {
+    fn fail(mut self, error: ConfigError) -> Self {
+        self.error.get_or_insert(error);
+        self
+    }
+
+    /// Adds a secret: `whsec_<base64>`, or bare base64, as senders show it.
+    pub fn secret(self, secret: impl AsRef<str>) -> Self {
+        match decode_prefixed(secret.as_ref(), "whsec_", "secret") {
+            Ok(bytes) => self.raw_secret(bytes),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Adds a secret given as raw bytes (not base64).
+    pub fn raw_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        match HmacKey::new(secret.as_ref(), "secret") {
+            Ok(key) => {
+                self.secrets.push(key);
+                self
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Trusts an ed25519 public key for `v1a` signatures: `whpk_<base64>` (32 bytes).
+    pub fn public_key(mut self, key: impl AsRef<str>) -> Self {
+        let bytes = match decode_prefixed(key.as_ref(), "whpk_", "public key") {
+            Ok(bytes) => bytes,
+            Err(e) => return self.fail(e),
+        };
+        let Ok(bytes) = <[u8; 32]>::try_from(bytes.as_slice()) else {
+            return self.fail(ConfigError::Invalid {
+                what: "public key",
+                reason: "not 32 bytes",
+            });
+        };
+        match VerifyingKey::from_bytes(&bytes) {
+            Ok(key) => {
+                self.public_keys.push(key);
+                self
+            }
+            Err(_) => self.fail(ConfigError::Invalid {
+                what: "public key",
+                reason: "not an ed25519 point",
+            }),
+        }
+    }
+
+    /// The replay window either side of the receiver's clock (default 300 s).
+    pub fn tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = Some(tolerance);
+        self
+    }
+
+    /// The verifier.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] met while adding secrets and keys, or
+    /// [`ConfigError::NoKeys`] when none was added.
+    pub fn build(self) -> Result<StandardWebhooks, ConfigError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.secrets.is_empty() && self.public_keys.is_empty() {
+            return Err(ConfigError::NoKeys);
+        }
+        Ok(StandardWebhooks {
+            secrets: self.secrets,
+            public_keys: self.public_keys,
+            tolerance: self.tolerance.unwrap_or(DEFAULT_TOLERANCE),
+        })
+    }
+}
+
+/// Strips an optional `prefix` and decodes standard base64; empty is refused.
+fn decode_prefixed(
+    value: &str,
+    prefix: &str,
+    what: &'static str,
+) -> Result<Vec<u8>, ConfigError> {
+    let encoded = value.strip_prefix(prefix).unwrap_or(value).trim();
+    if encoded.is_empty() {
+        return Err(ConfigError::Empty(what));
+    }
+    let bytes = B64.decode(encoded).map_err(|_| ConfigError::Invalid {
+        what,
+        reason: "not base64",
+    })?;
+    if bytes.is_empty() {
+        return Err(ConfigError::Empty(what));
+    }
+    Ok(bytes)
+}
+
+/// Signs deliveries the way a Standard Webhooks sender does.
+///
+/// For tests, simulators and services that send as well as receive.
+///
+/// ```
+/// use webhooks_core::scheme::standard::Signer;
+///
+/// let signer = Signer::hmac("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?;
+/// assert_eq!(
+///     signer.sign("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, br#"{"test": 2432232314}"#),
+///     "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+/// );
+/// # Ok::<(), webhooks_core::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Signer(SignerKey);
+
+#[derive(Clone)]
+enum SignerKey {
+    Hmac(HmacKey),
+    Ed25519(Box<SigningKey>),
+}
+
+impl fmt::Debug for Signer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.0 {
+            SignerKey::Hmac(_) => "v1",
+            SignerKey::Ed25519(_) => "v1a",
+        };
+        write!(f, "Signer({kind}, [redacted])")
+    }
+}
+
+impl Signer {
+    /// An HMAC (`v1`) signer from a `whsec_…` secret.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the secret is empty or not base64.
+    pub fn hmac(secret: impl AsRef<str>) -> Result<Self, ConfigError> {
+        let bytes = decode_prefixed(secret.as_ref(), "whsec_", "secret")?;
+        Ok(Self(SignerKey::Hmac(HmacKey::new(&bytes, "secret")?)))
+    }
+
+    /// An ed25519 (`v1a`) signer from a `whsk_…` secret key: base64 of the
+    /// 32-byte seed, or of the 64-byte seed-and-public-key form.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the key is empty, not base64 or of the wrong length.
+    pub fn ed25519(secret_key: impl AsRef<str>) -> Result<Self, ConfigError> {
+        let bytes = decode_prefixed(secret_key.as_ref(), "whsk_", "secret key")?;
+        let seed: [u8; 32] = match bytes.len() {
+            32 | 64 => bytes[..32].try_into().map_err(|_| ConfigError::NoKeys)?,
+            _ => {
+                return Err(ConfigError::Invalid {
+                    what: "secret key",
+                    reason: "not 32 or 64 bytes",
+                });
+            }
+        };
+        let key = SigningKey::from_bytes(&seed);
+        if bytes.len() == 64 && key.verifying_key().as_bytes()[..] != bytes[32..] {
+            return Err(ConfigError::Invalid {
+                what: "secret key",
+                reason: "public half does not match the seed",
+            });
+        }
+        Ok(Self(SignerKey::Ed25519(Box::new(key))))
+    }
+
+    /// The `whpk_…` public key receivers must trust, for an ed25519 signer.
+    #[must_use]
+    pub fn public_key(&self) -> Option<String> {
+        match &self.0 {
+            SignerKey::Hmac(_) => None,
+            SignerKey::Ed25519(key) => Some(format!(
+                "whpk_{}",
+                B64.encode(key.verifying_key().as_bytes())
+            )),
+        }
+    }
+
+    /// One signature entry (`v1,…` or `v1a,…`) for the delivery.
+    #[must_use]
+    pub fn sign(&self, id: &str, timestamp: u64, body: &[u8]) -> String {
+        match &self.0 {
+            SignerKey::Hmac(key) => {
+                format!("v1,{}", B64.encode(hmac_content(key, id, timestamp, body)))
+            }
+            SignerKey::Ed25519(key) => {
+                let content = signed_content(id, &itoa(timestamp), body);
+                format!("v1a,{}", B64.encode(key.sign(&content).to_bytes()))
+            }
+        }
+    }
+
+    /// The three headers a sender sends for the delivery.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] when `id` cannot be a header value.
+    pub fn headers(&self, id: &str, timestamp: u64, body: &[u8]) -> Result<HeaderMap, ConfigError> {
+        standard_headers(id, timestamp, &self.sign(id, timestamp, body))
+    }
+}

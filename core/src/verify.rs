@@ -1,0 +1,204 @@
+//! The [`Verifier`] trait every signature scheme implements, and what it returns.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::HeaderMap;
+
+use crate::VerifyError;
+
+/// Which configured secret or key verified a delivery.
+///
+/// During a rotation the receiver holds the old and the new secret; watching
+/// this value (it is on every [`Verified`] and in the delivery's tracing span)
+/// tells an operator when the old one has stopped being used.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MatchedKey {
+    /// The symmetric secret at this index, in the order they were configured.
+    Secret(usize),
+    /// The public key at this index, in the order they were configured.
+    PublicKey(usize),
+    /// A key found by a lookup (a tenant's secret), with the lookup's key id
+    /// and the index among the secrets it returned.
+    Lookup {
+        /// The id the key was looked up by (a tenant id, a key id).
+        key_id: Arc<str>,
+        /// The index among the secrets the lookup returned.
+        index: usize,
+    },
+}
+
+impl fmt::Display for MatchedKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Secret(i) => write!(f, "secret#{i}"),
+            Self::PublicKey(i) => write!(f, "public_key#{i}"),
+            Self::Lookup { key_id, index } => write!(f, "{key_id}#{index}"),
+        }
+    }
+}
+
+/// What a [`Verifier`] established about an authentic delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Verified {
+    /// The scheme's name (`"standard-webhooks"`, `"stripe"`…).
+    pub scheme: &'static str,
+    /// The delivery id the sender gave, if the scheme carries one.
+    pub id: Option<String>,
+    /// The signed timestamp, in Unix seconds, if the scheme signs one.
+    pub timestamp: Option<u64>,
+    /// The event type the sender gave in a header, if any (GitHub's
+    /// `X-GitHub-Event`, Shopify's topic).
+    pub event_type: Option<String>,
+    /// Which secret or key matched.
+    pub matched_key: MatchedKey,
+}
+
+impl Verified {
+    /// A verification result with only the scheme and the matched key set.
+    ///
+    /// For custom [`Verifier`] implementations; add the rest with the `with_*` methods.
+    #[must_use]
+    pub fn new(scheme: &'static str, matched_key: MatchedKey) -> Self {
+        Self {
+            scheme,
+            id: None,
+            timestamp: None,
+            event_type: None,
+            matched_key,
+        }
+    }
+
+    /// Sets the delivery id.
+    #[must_use]
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Sets the signed timestamp (Unix seconds).
+    #[must_use]
+    pub fn with_timestamp(mut self, timestamp: u64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+
+    /// Sets the event type.
+    #[must_use]
+    pub fn with_event_type(mut self, event_type: impl Into<String>) -> Self {
+        self.event_type = Some(event_type.into());
+        self
+    }
+}
+
+/// A signature scheme: decides whether a request is an authentic, fresh delivery.
+///
+/// It receives the request headers, the exact raw body bytes and the current
+/// time (passed in, so tests and replays can fix the clock). Implementations are
+/// `Send + Sync` so that one verifier serves every request as `Arc<dyn Verifier>`.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use std::sync::Arc;
+/// use webhooks_core::{Verifier, scheme::StandardWebhooks};
+///
+/// let verifier: Arc<dyn Verifier> =
+///     Arc::new(StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap());
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek".parse().unwrap());
+/// headers.insert("webhook-timestamp", "1614265330".parse().unwrap());
+/// headers.insert(
+///     "webhook-signature",
+///     "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=".parse().unwrap(),
+/// );
+/// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1614265330);
+/// let verified = verifier.verify(&headers, br#"{"test": 2432232314}"#, now).unwrap();
+/// assert_eq!(verified.id.as_deref(), Some("msg_p5jXN8AQM9LWM0D4loKWxJek"));
+/// ```
+pub trait Verifier: Send + Sync {
+    /// Verifies one request.
+    ///
+    /// # Errors
+    ///
+    /// A [`VerifyError`] saying why the request is not an authentic, fresh delivery.
+    fn verify(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError>;
+}
+
+impl<V: Verifier + ?Sized> Verifier for Arc<V> {
+    fn verify(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        (**self).verify(headers, body, now)
+    }
+}
+
+impl<V: Verifier + ?Sized> Verifier for Box<V> {
+    fn verify(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        (**self).verify(headers, body, now)
+    }
+}
+
+/// What a [`RequestVerifier`] sees of a request: its path and headers.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct RequestHead<'a> {
+    /// The request path (without the query).
+    pub path: &'a str,
+    /// The request headers.
+    pub headers: &'a HeaderMap,
+}
+
+impl<'a> RequestHead<'a> {
+    /// A request head from a path and headers.
+    #[must_use]
+    pub fn new(path: &'a str, headers: &'a HeaderMap) -> Self {
+        Self { path, headers }
+    }
+}
+
+/// The asynchronous form of [`Verifier`] the receive pipeline calls.
+///
+/// Every [`Verifier`] is a `RequestVerifier`. Implement this directly only when
+/// verifying needs I/O or the request path, as the per-tenant key lookup does.
+#[async_trait::async_trait]
+pub trait RequestVerifier: Send + Sync {
+    /// Verifies one request.
+    ///
+    /// # Errors
+    ///
+    /// A [`VerifyError`] saying why the request is not an authentic, fresh delivery.
+    async fn verify_request(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError>;
+}
+
+#[async_trait::async_trait]
+impl<V: Verifier + ?Sized> RequestVerifier for V {
+    async fn verify_request(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        self.verify(head.headers, body, now)
+    }
+}
