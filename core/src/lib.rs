@@ -1,8 +1,8 @@
 //! # webhooks-core
 //!
 //! The framework-agnostic core of [`tower-webhooks`] and [`actix-webhooks`]:
-//! signature schemes, verification errors, the receive pipeline and the
-//! deduplication stores.
+//! signature schemes ([`scheme`]), verification errors, the receive pipeline
+//! ([`Receiver`]) and the deduplication stores ([`dedup`]).
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
@@ -23,9 +23,16 @@
 //! [`tower-webhooks`]: https://docs.rs/tower-webhooks
 //! [`actix-webhooks`]: https://docs.rs/actix-webhooks
 
+pub mod dedup;
+mod delivery;
 mod error;
+pub mod receiver;
+mod rejection;
 pub mod scheme;
 mod verify;
 
+pub use delivery::Delivery;
 pub use error::{ConfigError, VerifyError};
+pub use receiver::{Admission, ClaimGuard, Receiver, ReceiverBuilder, StoreFailure};
+pub use rejection::{DUPLICATE_HEADER, ExtractError, Rejection};
 pub use verify::{MatchedKey, RequestHead, RequestVerifier, Verified, Verifier};

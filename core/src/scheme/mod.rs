@@ -153,7 +153,15 @@ mod tests {
 
     #[test]
     fn timestamps_must_be_plain_digits() {
-        for bad in ["", "-1", "+5", "1.5", "abc", "1e9", "99999999999999999999999"] {
+        for bad in [
+            "",
+            "-1",
+            "+5",
+            "1.5",
+            "abc",
+            "1e9",
+            "99999999999999999999999",
+        ] {
             assert!(
                 matches!(
                     parse_timestamp("t", bad),

@@ -76,7 +76,6 @@ impl StandardWebhooks {
     }
 
     /// A builder for several secrets, public keys and a custom tolerance.
-    #[must_use]
     pub fn builder() -> StandardWebhooksBuilder {
         StandardWebhooksBuilder::default()
     }
@@ -94,7 +93,10 @@ impl StandardWebhooks {
     /// [`ConfigError::NoKeys`] when the verifier has only public keys.
     pub fn sign(&self, id: &str, timestamp: u64, body: &[u8]) -> Result<String, ConfigError> {
         let key = self.secrets.first().ok_or(ConfigError::NoKeys)?;
-        Ok(format!("v1,{}", B64.encode(hmac_content(key, id, timestamp, body))))
+        Ok(format!(
+            "v1,{}",
+            B64.encode(hmac_content(key, id, timestamp, body))
+        ))
     }
 
     /// The three headers a sender would send, signed with the first secret.
@@ -356,11 +358,7 @@ impl StandardWebhooksBuilder {
 }
 
 /// Strips an optional `prefix` and decodes standard base64; empty is refused.
-fn decode_prefixed(
-    value: &str,
-    prefix: &str,
-    what: &'static str,
-) -> Result<Vec<u8>, ConfigError> {
+fn decode_prefixed(value: &str, prefix: &str, what: &'static str) -> Result<Vec<u8>, ConfigError> {
     let encoded = value.strip_prefix(prefix).unwrap_or(value).trim();
     if encoded.is_empty() {
         return Err(ConfigError::Empty(what));

@@ -1,0 +1,273 @@
+//! Deduplication: the [`DedupStore`] trait and its backends.
+//!
+//! A delivery is processed at most once at a time and, once it succeeded, never
+//! again. The receive pipeline drives the store through three atomic steps:
+//!
+//! 1. [`claim`](DedupStore::claim) the delivery's key with a random
+//!    [`ClaimToken`] and a lease. Exactly one concurrent caller wins; the others
+//!    learn that it is [in flight](Claim::InFlight) or already
+//!    [completed](Claim::Completed).
+//! 2. The handler runs.
+//! 3. [`complete`](DedupStore::complete) (after a 2xx; remembered for the
+//!    retention period) or [`release`](DedupStore::release) (after a failure, so
+//!    the sender's retry may run it again). Both act only while the token still
+//!    holds the claim: when the lease expired and another attempt took over, a
+//!    late `complete` changes nothing and returns [`Transition::Stale`].
+//!
+//! A process that crashes while holding a claim simply stops renewing it: the
+//! lease expires and the sender's next retry takes over.
+//!
+//! | backend | feature | scope |
+//! |---|---|---|
+//! | [`MemoryStore`] (moka) | `memory` (default) | one process |
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use std::time::Duration;
+//! use webhooks_core::dedup::{Claim, ClaimToken, DedupStore, MemoryStore, Transition};
+//!
+//! let store = MemoryStore::new();
+//! let first = ClaimToken::random();
+//! let lease = Duration::from_secs(30);
+//! assert_eq!(store.claim("msg_1", first, lease).await.unwrap(), Claim::Claimed);
+//! // A concurrent retry of the same delivery:
+//! let second = ClaimToken::random();
+//! assert!(matches!(store.claim("msg_1", second, lease).await.unwrap(), Claim::InFlight { .. }));
+//! // The first attempt succeeds and is remembered for a day:
+//! let day = Duration::from_secs(86_400);
+//! assert_eq!(store.complete("msg_1", first, day).await.unwrap(), Transition::Applied);
+//! assert_eq!(store.claim("msg_1", second, lease).await.unwrap(), Claim::Completed);
+//! # }
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+#[cfg(feature = "memory")]
+mod memory;
+
+#[cfg(feature = "memory")]
+pub use memory::{DEFAULT_CAPACITY as DEFAULT_MEMORY_CAPACITY, MemoryStore};
+
+/// A random value that identifies one attempt's claim on a delivery.
+///
+/// `complete` and `release` act only when the stored token is this one.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClaimToken(u128);
+
+impl ClaimToken {
+    /// A fresh random token (from the operating system's generator).
+    #[must_use]
+    pub fn random() -> Self {
+        let mut bytes = [0u8; 16];
+        if getrandom::fill(&mut bytes).is_err() {
+            // No OS randomness: fall back to a per-process random hasher
+            // seeded by std, mixed with a counter and the time. Still unique.
+            use std::hash::{BuildHasher, Hasher};
+            use std::sync::atomic::{AtomicU64, Ordering};
+            static COUNTER: AtomicU64 = AtomicU64::new(0);
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos()),
+            );
+            let hi = h.finish();
+            h.write_u64(hi);
+            return Self((u128::from(hi) << 64) | u128::from(h.finish()));
+        }
+        Self(u128::from_le_bytes(bytes))
+    }
+
+    /// The token as a number.
+    #[must_use]
+    pub fn as_u128(self) -> u128 {
+        self.0
+    }
+
+    /// A token from a number (for backends that store it).
+    #[must_use]
+    pub fn from_u128(value: u128) -> Self {
+        Self(value)
+    }
+
+    /// The token as 32 lowercase hex digits, as the backends store it.
+    #[must_use]
+    pub fn to_hex(self) -> String {
+        format!("{:032x}", self.0)
+    }
+
+    /// Parses the 32-hex-digit form.
+    #[must_use]
+    pub fn from_hex(hex: &str) -> Option<Self> {
+        if hex.len() != 32 {
+            return None;
+        }
+        u128::from_str_radix(hex, 16).ok().map(Self)
+    }
+}
+
+impl fmt::Debug for ClaimToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ClaimToken({:08x}…)", (self.0 >> 96) as u32)
+    }
+}
+
+/// The answer to a [`claim`](DedupStore::claim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Claim {
+    /// This attempt holds the claim (a first delivery, or a takeover of an
+    /// expired lease): run the handler.
+    Claimed,
+    /// Another attempt holds an unexpired claim; try again after `retry_after`.
+    InFlight {
+        /// Roughly how long the other attempt's lease has left.
+        retry_after: Duration,
+    },
+    /// The delivery was processed successfully before.
+    Completed,
+}
+
+/// Whether a token-checked [`complete`](DedupStore::complete) or
+/// [`release`](DedupStore::release) changed anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Transition {
+    /// The token held the claim; the state changed.
+    Applied,
+    /// The token no longer holds the claim (the lease expired and another
+    /// attempt took over, or the key is gone): nothing changed.
+    Stale,
+}
+
+/// Why a store operation failed.
+///
+/// The pipeline answers `503` with `Retry-After` for every variant: the
+/// delivery was not processed and the sender should retry.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store could not be reached or refused the operation.
+    #[error("dedup store unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store did not answer in time.
+    #[error("dedup store timed out")]
+    Timeout,
+    /// The store answered something this backend does not understand.
+    #[error("dedup store returned an unexpected answer: {0}")]
+    Protocol(String),
+}
+
+impl StoreError {
+    /// Wraps a driver error as [`StoreError::Unavailable`], keeping it as the source.
+    pub fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Unavailable(Box::new(error))
+    }
+}
+
+/// An atomic claim / complete / release store that deduplicates deliveries.
+///
+/// Every operation must be one atomic step in the store (an insert on a unique
+/// key, `SET NX PX`, a per-key compute), never a read followed by a write, so
+/// that exactly one of any number of concurrent claimers wins, across every
+/// process sharing the store.
+///
+/// Keys arrive already namespaced by the pipeline. Implementations are used as
+/// `Arc<dyn DedupStore>`, so a deployment can choose its backend at run time.
+#[async_trait::async_trait]
+pub trait DedupStore: Send + Sync + 'static {
+    /// Claims `key` for `lease` with `token`.
+    ///
+    /// Succeeds when the key is unknown, was released, or its lease or its
+    /// retention has expired.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot answer.
+    async fn claim(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError>;
+
+    /// Marks the claimed key as processed, remembered for `retention`, if
+    /// `token` still holds the claim.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot answer.
+    async fn complete(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> Result<Transition, StoreError>;
+
+    /// Forgets the claim so that a retry may run, if `token` still holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot answer.
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError>;
+
+    /// Extends the lease to `lease` from now, if `token` still holds the claim.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot answer.
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, StoreError>;
+}
+
+#[async_trait::async_trait]
+impl<S: DedupStore + ?Sized> DedupStore for std::sync::Arc<S> {
+    async fn claim(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        (**self).claim(key, token, lease).await
+    }
+    async fn complete(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> Result<Transition, StoreError> {
+        (**self).complete(key, token, retention).await
+    }
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
+        (**self).release(key, token).await
+    }
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, StoreError> {
+        (**self).extend(key, token, lease).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_distinct_and_round_trip_as_hex() {
+        let a = ClaimToken::random();
+        let b = ClaimToken::random();
+        assert_ne!(a, b);
+        assert_eq!(ClaimToken::from_hex(&a.to_hex()), Some(a));
+        assert_eq!(ClaimToken::from_hex("xyz"), None);
+        assert!(!format!("{a:?}").contains(&a.to_hex()));
+    }
+}

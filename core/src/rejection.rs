@@ -1,0 +1,176 @@
+//! Every way the pipeline can answer without running the handler, as one type.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+
+use crate::VerifyError;
+
+/// The header that marks an acknowledged duplicate (`200`, handler not run).
+pub const DUPLICATE_HEADER: &str = "webhook-duplicate";
+
+/// Why the pipeline answered without running the handler.
+///
+/// Each variant has one status, one short public reason, and (where the sender
+/// should come back) a `Retry-After`. [`Rejection::to_response`] builds the
+/// response both framework adapters send, so axum and actix answer the same.
+///
+/// | variant | status | headers |
+/// |---|---|---|
+/// | [`PayloadTooLarge`](Self::PayloadTooLarge) | 413 | |
+/// | [`BodyRead`](Self::BodyRead) | 400 | |
+/// | [`Verify`](Self::Verify) | 400 (missing/malformed) or 401 | |
+/// | [`InFlight`](Self::InFlight) | 409 | `Retry-After` |
+/// | [`Duplicate`](Self::Duplicate) | 200 | `webhook-duplicate: true` |
+/// | [`StoreUnavailable`](Self::StoreUnavailable) | 503 | `Retry-After` |
+/// | [`HandlerPanicked`](Self::HandlerPanicked) | 500 | |
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The body is larger than the configured limit.
+    #[error("payload too large (limit {limit} bytes)")]
+    PayloadTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The body could not be read (the client went away, a malformed
+    /// `Content-Length`).
+    #[error("could not read body")]
+    BodyRead,
+    /// The signature did not verify.
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    /// Another attempt of the same delivery is being processed right now.
+    #[error("delivery in progress")]
+    InFlight {
+        /// When the sender should try again.
+        retry_after: Duration,
+    },
+    /// The delivery was processed before: acknowledged without running the handler.
+    #[error("duplicate delivery")]
+    Duplicate,
+    /// The dedup store could not be reached, so the delivery was not processed.
+    #[error("temporarily unavailable")]
+    StoreUnavailable {
+        /// When the sender should try again.
+        retry_after: Duration,
+    },
+    /// The handler panicked; the claim was released so a retry can run.
+    #[error("internal error")]
+    HandlerPanicked,
+}
+
+impl Rejection {
+    /// The status this rejection answers with.
+    #[must_use]
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyRead => StatusCode::BAD_REQUEST,
+            Self::Verify(e) => e.status(),
+            Self::InFlight { .. } => StatusCode::CONFLICT,
+            Self::Duplicate => StatusCode::OK,
+            Self::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::HandlerPanicked => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A short name of the outcome, for logs and metrics.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::BodyRead => "body_read",
+            Self::Verify(e) => e.kind(),
+            Self::InFlight { .. } => "in_flight",
+            Self::Duplicate => "duplicate",
+            Self::StoreUnavailable { .. } => "store_unavailable",
+            Self::HandlerPanicked => "handler_panicked",
+        }
+    }
+
+    /// `Retry-After`, when the sender should come back.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::InFlight { retry_after } | Self::StoreUnavailable { retry_after } => {
+                Some(*retry_after)
+            }
+            _ => None,
+        }
+    }
+
+    /// The response: status, `text/plain` reason, `Retry-After` in whole
+    /// seconds (at least 1) and the duplicate marker.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use webhooks_core::Rejection;
+    ///
+    /// let response = Rejection::InFlight { retry_after: Duration::from_millis(200) }.to_response();
+    /// assert_eq!(response.status(), 409);
+    /// assert_eq!(response.headers()["retry-after"], "1");
+    /// ```
+    #[must_use]
+    pub fn to_response(&self) -> Response<Bytes> {
+        let mut response = Response::new(Bytes::from(self.to_string()));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        if let Some(after) = self.retry_after() {
+            let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        }
+        if matches!(self, Self::Duplicate) {
+            headers.insert(DUPLICATE_HEADER, HeaderValue::from_static("true"));
+        }
+        response
+    }
+}
+
+/// Why a handler's `VerifiedWebhook<T>` extractor failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExtractError {
+    /// No verified delivery in the request: the webhook layer or middleware is
+    /// not installed on this route.
+    #[error(
+        "no verified webhook in this request: is the webhooks layer/middleware installed on this route?"
+    )]
+    MissingLayer,
+    /// The body is not JSON of the expected shape.
+    #[error("invalid JSON at `{path}`: {message}")]
+    Json {
+        /// The path of the failing field (`data.email_id`), `.` for the root.
+        path: String,
+        /// What serde said, without the body.
+        message: String,
+    },
+}
+
+impl ExtractError {
+    /// `500` when the layer is missing (a server bug), `422` for JSON that does not fit.
+    #[must_use]
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MissingLayer => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Json { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        }
+    }
+
+    /// The response both adapters send.
+    #[must_use]
+    pub fn to_response(&self) -> Response<Bytes> {
+        let mut response = Response::new(Bytes::from(self.to_string()));
+        *response.status_mut() = self.status();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    }
+}
