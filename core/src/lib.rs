@@ -33,6 +33,6 @@ mod verify;
 
 pub use delivery::Delivery;
 pub use error::{ConfigError, VerifyError};
-pub use receiver::{Admission, ClaimGuard, Receiver, ReceiverBuilder, StoreFailure};
+pub use receiver::{Admission, ClaimGuard, Incoming, Receiver, ReceiverBuilder, StoreFailure};
 pub use rejection::{DUPLICATE_HEADER, ExtractError, Rejection};
 pub use verify::{MatchedKey, RequestHead, RequestVerifier, Verified, Verifier};

@@ -24,18 +24,20 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::{SystemTime, UNIX_EPOCH};
-//! use webhooks_core::{Receiver, Rejection, RequestHead, scheme::StandardWebhooks};
+//! use webhooks_core::{Receiver, Rejection, scheme::StandardWebhooks};
 //!
 //! let verifier = StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?;
 //! let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
 //! let headers = verifier.sign_headers("msg_1", now, b"{}")?;
 //! let receiver = Receiver::new(verifier); // in-process dedup, 1 MiB limit
 //!
-//! let head = RequestHead::new("/webhooks", &headers);
-//! let handler = |delivery: webhooks_core::Delivery| async move { 204u16 };
-//! assert_eq!(receiver.process(head, "{}".into(), handler, |s| *s).await, Ok(204));
+//! let (mut parts, ()) = http::Request::post("/webhooks").body(())?.into_parts();
+//! parts.headers = headers;
+//! let handler = |_parts, _delivery| async move { 204u16 };
+//! let first = receiver.process(parts.clone(), "{}".into(), handler, |s| *s).await;
+//! assert_eq!(first, Ok(204));
 //! // The sender retries: acknowledged, the handler does not run again.
-//! let again = receiver.process(head, "{}".into(), handler, |s| *s).await;
+//! let again = receiver.process(parts, "{}".into(), handler, |s| *s).await;
 //! assert_eq!(again, Err(Rejection::Duplicate));
 //! # Ok(()) }
 //! ```
@@ -64,6 +66,19 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const DEFAULT_STORE_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The default key namespace.
 pub const DEFAULT_NAMESPACE: &str = "webhooks";
+
+/// A framework's request, as the pipeline needs to see it before the handler:
+/// its path and headers. The adapters implement it for their request types.
+pub trait Incoming {
+    /// The path and headers.
+    fn head(&self) -> RequestHead<'_>;
+}
+
+impl Incoming for http::request::Parts {
+    fn head(&self) -> RequestHead<'_> {
+        RequestHead::new(self.uri.path(), &self.headers)
+    }
+}
 
 /// What to do when the dedup store cannot be reached at claim time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -237,7 +252,8 @@ impl Receiver {
     }
 
     /// The whole pipeline for one request whose body has been read (within
-    /// [`body_limit`](Self::body_limit)): verify, claim, run `handler`, then
+    /// [`body_limit`](Self::body_limit)): verify, claim, run `handler` with the
+    /// request (headers, path, extensions) and the verified delivery, then
     /// complete (when `status_of` the handler's output is 2xx) or release.
     ///
     /// A panic in `handler` (or in the future it returns) is caught: the claim
@@ -249,15 +265,16 @@ impl Receiver {
     /// # Errors
     ///
     /// A [`Rejection`] when the handler did not run or panicked.
-    pub async fn process<F, Fut, T>(
+    pub async fn process<R, F, Fut, T>(
         &self,
-        head: RequestHead<'_>,
+        request: R,
         body: Bytes,
         handler: F,
         status_of: impl FnOnce(&T) -> u16,
     ) -> Result<T, Rejection>
     where
-        F: FnOnce(Delivery) -> Fut,
+        R: Incoming,
+        F: FnOnce(R, Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
         let span = tracing::info_span!(
@@ -271,8 +288,10 @@ impl Receiver {
         );
         let started = Instant::now();
         let result = async {
-            let admission = self.admit(head, body).await?;
-            admission.run(handler, status_of).await
+            let admission = self.admit(request.head(), body).await?;
+            admission
+                .run(|delivery| handler(request, delivery), status_of)
+                .await
         }
         .instrument(span.clone())
         .await;

@@ -1,0 +1,93 @@
+//! axum extractors for the verified delivery.
+
+use axum_core::extract::FromRequestParts;
+use axum_core::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::request::Parts;
+use serde::de::DeserializeOwned;
+use webhooks_core::{Delivery, ExtractError, Verified};
+
+/// A verified webhook whose body is JSON of type `T`.
+///
+/// The [`WebhookLayer`](crate::WebhookLayer) must wrap the route. JSON that
+/// does not fit `T` is a `422` naming the failing field (the claim is then
+/// released, so a fixed handler can process the sender's retry); without the
+/// layer, a `500` saying so.
+///
+/// ```
+/// use axum::http::StatusCode;
+/// use tower_webhooks::{VerifiedWebhook, WebhookMeta};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Event { r#type: String }
+///
+/// async fn handler(WebhookMeta(meta): WebhookMeta, VerifiedWebhook(event): VerifiedWebhook<Event>) -> StatusCode {
+///     tracing::info!(id = ?meta.id, kind = %event.r#type, "received");
+///     StatusCode::NO_CONTENT
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct VerifiedWebhook<T>(pub T);
+
+/// A verified webhook's metadata and its exact raw body.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RawWebhook {
+    /// What the verifier established.
+    pub meta: Verified,
+    /// The exact bytes that were verified.
+    pub body: Bytes,
+}
+
+/// A verified webhook's metadata (scheme, id, timestamp, event type, matched key).
+#[derive(Debug, Clone)]
+pub struct WebhookMeta(pub Verified);
+
+/// Why an extractor of this crate failed: `500` when the layer is missing,
+/// `422` when the JSON does not fit.
+#[derive(Debug, Clone)]
+pub struct ExtractRejection(pub ExtractError);
+
+impl IntoResponse for ExtractRejection {
+    fn into_response(self) -> Response {
+        self.0.to_response().map(axum_core::body::Body::from)
+    }
+}
+
+fn delivery(parts: &Parts) -> Result<&Delivery, ExtractRejection> {
+    parts
+        .extensions
+        .get::<Delivery>()
+        .ok_or(ExtractRejection(ExtractError::MissingLayer))
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for VerifiedWebhook<T> {
+    type Rejection = ExtractRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        delivery(parts)?
+            .json()
+            .map(VerifiedWebhook)
+            .map_err(ExtractRejection)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RawWebhook {
+    type Rejection = ExtractRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let delivery = delivery(parts)?;
+        Ok(Self {
+            meta: delivery.verified.clone(),
+            body: delivery.body.clone(),
+        })
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for WebhookMeta {
+    type Rejection = ExtractRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(delivery(parts)?.verified.clone()))
+    }
+}

@@ -1,0 +1,174 @@
+//! The layer and its service.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum_core::body::Body;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body as HttpBody;
+use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+use tower_layer::Layer;
+use tower_service::Service;
+use webhooks_core::{Receiver, Rejection, RequestVerifier};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Verifies, deduplicates and guards every request to the wrapped service.
+///
+/// ```
+/// use tower_webhooks::WebhookLayer;
+/// use webhooks_core::{Receiver, scheme::StandardWebhooks};
+/// use std::time::Duration;
+///
+/// # fn main() -> Result<(), webhooks_core::ConfigError> {
+/// let verifier = StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?;
+/// // Defaults: 1 MiB limit, in-process dedup.
+/// let layer = WebhookLayer::new(verifier.clone());
+/// // Or configured:
+/// let layer = WebhookLayer::from_receiver(
+///     Receiver::builder(verifier)
+///         .body_limit(256 * 1024)
+///         .lease(Duration::from_secs(30))
+///         .build(),
+/// );
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct WebhookLayer {
+    receiver: Receiver,
+}
+
+impl fmt::Debug for WebhookLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookLayer")
+            .field("receiver", &self.receiver)
+            .finish()
+    }
+}
+
+impl WebhookLayer {
+    /// A layer with the default pipeline around `verifier`.
+    #[must_use]
+    pub fn new(verifier: impl RequestVerifier + 'static) -> Self {
+        Self::from_receiver(Receiver::new(verifier))
+    }
+
+    /// A layer around a configured pipeline.
+    #[must_use]
+    pub fn from_receiver(receiver: Receiver) -> Self {
+        Self { receiver }
+    }
+}
+
+impl From<Receiver> for WebhookLayer {
+    fn from(receiver: Receiver) -> Self {
+        Self::from_receiver(receiver)
+    }
+}
+
+impl<S> Layer<S> for WebhookLayer {
+    type Service = Webhook<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Webhook {
+            inner,
+            receiver: self.receiver.clone(),
+        }
+    }
+}
+
+/// The service [`WebhookLayer`] produces.
+///
+/// Rejections are responses (never `Service::Error`); each rejection response
+/// carries the [`Rejection`] in its extensions for outer layers.
+#[derive(Clone)]
+pub struct Webhook<S> {
+    inner: S,
+    receiver: Receiver,
+}
+
+impl<S: fmt::Debug> fmt::Debug for Webhook<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Webhook")
+            .field("inner", &self.inner)
+            .field("receiver", &self.receiver)
+            .finish()
+    }
+}
+
+/// The response future of [`Webhook`].
+pub type ResponseFuture<E> =
+    Pin<Box<dyn Future<Output = Result<Response<Body>, E>> + Send + 'static>>;
+
+impl<S, B, ResBody> Service<Request<B>> for Webhook<S>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: HttpBody + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The clone is not ready; keep the ready one for this call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let receiver = self.receiver.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let reject = |r: Rejection| Ok(rejection_response(&receiver, r));
+            if let Err(r) = receiver.check_head(&parts.headers) {
+                return reject(r);
+            }
+            let bytes = match read_limited(body, receiver.body_limit()).await {
+                Ok(bytes) => bytes,
+                Err(r) => return reject(r),
+            };
+            let handler = |mut parts: http::request::Parts, delivery: webhooks_core::Delivery| {
+                let body = Body::from(delivery.body.clone());
+                parts.extensions.insert(delivery);
+                inner.call(Request::from_parts(parts, body))
+            };
+            let status = |result: &Result<Response<ResBody>, S::Error>| match result {
+                Ok(response) => response.status().as_u16(),
+                Err(_) => 500,
+            };
+            match receiver.process(parts, bytes, handler, status).await {
+                Ok(result) => result.map(|response| response.map(Body::new)),
+                Err(r) => reject(r),
+            }
+        })
+    }
+}
+
+/// Reads the body, stopping at `limit`.
+async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, Rejection>
+where
+    B: HttpBody,
+    B::Error: Into<BoxError>,
+{
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(Rejection::PayloadTooLarge { limit }),
+        Err(_) => Err(Rejection::BodyRead),
+    }
+}
+
+fn rejection_response(receiver: &Receiver, rejection: Rejection) -> Response<Body> {
+    let mut response = receiver.rejection_response(&rejection).map(Body::from);
+    response.extensions_mut().insert(rejection);
+    response
+}
