@@ -1,0 +1,167 @@
+//! The test apps: the same routes and handler behaviour on each framework.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use bytes::Bytes;
+use tower_webhooks::{RawWebhook, VerifiedWebhook, WebhookLayer, WebhookMeta};
+use webhooks_core::Receiver;
+use webhooks_core::dedup::DedupStore;
+
+use crate::behaviour::{Behaviour, MODE_HEADER, TypedEvent};
+use crate::keys;
+
+/// What a scenario configures in the app under test.
+#[derive(Clone)]
+pub struct Spec {
+    /// The claim lease.
+    pub lease: Duration,
+    /// The body limit.
+    pub body_limit: usize,
+    /// The dedup store.
+    pub store: Arc<dyn DedupStore>,
+    /// The key namespace (unique per scenario, so shared servers do not mix runs).
+    pub namespace: String,
+}
+
+impl Spec {
+    /// The pipeline this spec describes, around the apps' verifier.
+    ///
+    /// # Errors
+    ///
+    /// When the verifier cannot be built.
+    pub fn receiver(&self) -> Result<Receiver, String> {
+        let verifier = keys::verifier().map_err(|e| e.to_string())?;
+        Ok(Receiver::builder(verifier)
+            .body_limit(self.body_limit)
+            .lease(self.lease)
+            .shared_store(Arc::clone(&self.store))
+            .namespace(self.namespace.clone())
+            .build())
+    }
+}
+
+/// A running app: its address and its handler's counters.
+pub struct RunningApp {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The handler behaviour, to count runs.
+    pub behaviour: Arc<Behaviour>,
+    _server: ServerGuard,
+}
+
+/// Stops a server when dropped.
+enum ServerGuard {
+    Tokio(tokio::task::JoinHandle<()>),
+}
+
+impl Drop for ServerGuard {
+    fn drop(&mut self) {
+        match self {
+            Self::Tokio(handle) => handle.abort(),
+        }
+    }
+}
+
+/// A web framework under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framework {
+    /// axum through tower-webhooks.
+    Axum,
+}
+
+impl Framework {
+    /// Every framework.
+    pub const ALL: &'static [Framework] = &[Framework::Axum];
+
+    /// Its name in test names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Axum => "axum",
+        }
+    }
+
+    /// Starts the app on a free loopback port.
+    ///
+    /// Routes: `/hook` (mode from `x-test-mode`), `/typed` (typed JSON),
+    /// both behind the webhook layer; `/unguarded` (typed JSON, no layer).
+    ///
+    /// # Errors
+    ///
+    /// When the app cannot start.
+    pub async fn start(self, spec: &Spec) -> Result<RunningApp, String> {
+        let behaviour = Arc::new(Behaviour::default());
+        let receiver = spec.receiver()?;
+        match self {
+            Self::Axum => start_axum(receiver, behaviour).await,
+        }
+    }
+}
+
+fn mode(headers: &HeaderMap) -> String {
+    headers
+        .get(MODE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("ok")
+        .to_owned()
+}
+
+fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+async fn axum_hook(
+    State(behaviour): State<Arc<Behaviour>>,
+    raw: RawWebhook,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    // The exact verified bytes must be what the handler reads.
+    if body != raw.body {
+        return StatusCode::IM_A_TEAPOT;
+    }
+    let id = raw.meta.id.unwrap_or_default();
+    status(behaviour.handle(&mode(&headers), &id).await)
+}
+
+async fn axum_typed(
+    State(behaviour): State<Arc<Behaviour>>,
+    WebhookMeta(meta): WebhookMeta,
+    headers: HeaderMap,
+    VerifiedWebhook(event): VerifiedWebhook<TypedEvent>,
+) -> StatusCode {
+    if event.kind.is_empty() {
+        return StatusCode::IM_A_TEAPOT;
+    }
+    let _ = event.data.count;
+    status(
+        behaviour
+            .handle(&mode(&headers), meta.id.as_deref().unwrap_or(""))
+            .await,
+    )
+}
+
+async fn start_axum(receiver: Receiver, behaviour: Arc<Behaviour>) -> Result<RunningApp, String> {
+    let app = axum::Router::new()
+        .route("/hook", post(axum_hook))
+        .route("/typed", post(axum_typed))
+        .layer(WebhookLayer::from_receiver(receiver))
+        .route("/unguarded", post(axum_typed))
+        .with_state(Arc::clone(&behaviour));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let handle = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(RunningApp {
+        addr,
+        behaviour,
+        _server: ServerGuard::Tokio(handle),
+    })
+}

@@ -1,0 +1,94 @@
+//! The handler behaviour every framework's test app hosts, so that one
+//! scenario list can hold both to the same contract.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// The header a scenario uses to choose what the handler does.
+pub const MODE_HEADER: &str = "x-test-mode";
+
+/// Counts handler runs per delivery id and acts as the request's mode says.
+#[derive(Debug, Default)]
+pub struct Behaviour {
+    calls: Mutex<HashMap<String, u32>>,
+    total: AtomicUsize,
+}
+
+impl Behaviour {
+    /// Runs the handler for delivery `id` in `mode` and returns the status:
+    ///
+    /// * `ok` → 204;
+    /// * `sleep:<ms>` → sleeps, then 204;
+    /// * `sleep-first:<ms>` → sleeps on this id's first run only, then 204;
+    /// * `sleep-fail:<ms>` → sleeps, then 500;
+    /// * `fail` → 500; `fail-once` → 500 on this id's first run, then 204;
+    /// * `panic-once` → panics on this id's first run, then 204.
+    pub async fn handle(&self, mode: &str, id: &str) -> u16 {
+        let run = {
+            let mut calls = self
+                .calls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let n = calls.entry(id.to_owned()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        self.total.fetch_add(1, Ordering::SeqCst);
+        let (name, arg) = mode.split_once(':').unwrap_or((mode, ""));
+        let ms = Duration::from_millis(arg.parse().unwrap_or(0));
+        match name {
+            "sleep" => {
+                tokio::time::sleep(ms).await;
+                204
+            }
+            "sleep-first" => {
+                if run == 1 {
+                    tokio::time::sleep(ms).await;
+                }
+                204
+            }
+            "fail" => 500,
+            "sleep-fail" => {
+                tokio::time::sleep(ms).await;
+                500
+            }
+            "fail-once" if run == 1 => 500,
+            "panic-once" if run == 1 => panic!("handler panicked on purpose"),
+            _ => 204,
+        }
+    }
+
+    /// How many times the handler ran for `id`.
+    pub fn calls(&self, id: &str) -> u32 {
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// How many times the handler ran in all.
+    pub fn total(&self) -> usize {
+        self.total.load(Ordering::SeqCst)
+    }
+}
+
+/// The typed event of the `/typed` route.
+#[derive(Debug, serde::Deserialize)]
+pub struct TypedEvent {
+    /// The event type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its data.
+    pub data: TypedData,
+}
+
+/// The data of a [`TypedEvent`].
+#[derive(Debug, serde::Deserialize)]
+pub struct TypedData {
+    /// A number; scenarios send a string here to provoke a 422.
+    pub count: u32,
+}
