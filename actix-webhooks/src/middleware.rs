@@ -1,0 +1,213 @@
+//! The middleware and its service.
+
+use std::fmt;
+use std::future::{Ready, ready};
+use std::rc::Rc;
+
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
+use actix_web::{Error, HttpMessage as _, web};
+use bytes::Bytes;
+use futures_util::future::LocalBoxFuture;
+use webhooks_core::{Delivery, Incoming, Receiver, Rejection, RequestHead, RequestVerifier};
+
+use crate::error::{WebhookRejection, rejection_response};
+
+/// Verifies, deduplicates and guards every request to the wrapped service.
+///
+/// Wrap a resource (or a scope, or the whole app) with it; the handlers behind
+/// it take [`VerifiedWebhook<T>`](crate::VerifiedWebhook),
+/// [`RawWebhook`](crate::RawWebhook) or [`WebhookMeta`](crate::WebhookMeta),
+/// and `web::Bytes` or `web::Json` still see the exact body.
+///
+/// ```
+/// use std::time::Duration;
+/// use actix_webhooks::Webhooks;
+/// use webhooks_core::{Receiver, scheme::StandardWebhooks};
+///
+/// # fn main() -> Result<(), webhooks_core::ConfigError> {
+/// let verifier = StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?;
+/// // Defaults: 1 MiB limit, in-process dedup.
+/// let webhooks = Webhooks::new(verifier.clone());
+/// // Or configured:
+/// let webhooks = Webhooks::from_receiver(
+///     Receiver::builder(verifier)
+///         .body_limit(256 * 1024)
+///         .lease(Duration::from_secs(30))
+///         .build(),
+/// );
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Webhooks {
+    receiver: Receiver,
+}
+
+impl fmt::Debug for Webhooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Webhooks")
+            .field("receiver", &self.receiver)
+            .finish()
+    }
+}
+
+impl Webhooks {
+    /// The middleware with the default pipeline around `verifier`.
+    #[must_use]
+    pub fn new(verifier: impl RequestVerifier + 'static) -> Self {
+        Self::from_receiver(Receiver::new(verifier))
+    }
+
+    /// The middleware around a configured pipeline.
+    #[must_use]
+    pub fn from_receiver(receiver: Receiver) -> Self {
+        Self { receiver }
+    }
+}
+
+impl From<Receiver> for Webhooks {
+    fn from(receiver: Receiver) -> Self {
+        Self::from_receiver(receiver)
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for Webhooks
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Transform = WebhooksMiddleware<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(WebhooksMiddleware {
+            service: Rc::new(service),
+            receiver: self.receiver.clone(),
+        }))
+    }
+}
+
+/// The service [`Webhooks`] wraps around the inner one.
+///
+/// Rejections are responses (the left body is the inner service's, the right
+/// one a rejection's), carrying the [`Rejection`] in their extensions. The one
+/// exception is a handler panic, answered with a [`WebhookRejection`] error.
+pub struct WebhooksMiddleware<S> {
+    service: Rc<S>,
+    receiver: Receiver,
+}
+
+impl<S> fmt::Debug for WebhooksMiddleware<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhooksMiddleware")
+            .field("receiver", &self.receiver)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Service<ServiceRequest> for WebhooksMiddleware<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    forward_ready!(service);
+
+    fn call(&self, mut req: ServiceRequest) -> Self::Future {
+        let service = Rc::clone(&self.service);
+        let receiver = self.receiver.clone();
+        Box::pin(async move {
+            let head = IncomingHead {
+                path: req.path().to_owned(),
+                headers: to_http_headers(req.headers()),
+            };
+            if let Err(r) = receiver.check_head(&head.headers) {
+                return Ok(reject(&receiver, req, r));
+            }
+            let body = match read_limited(&mut req, receiver.body_limit()).await {
+                Ok(body) => body,
+                Err(r) => return Ok(reject(&receiver, req, r)),
+            };
+            // The request stays here until the handler runs, so that a
+            // rejection before it can still be answered with a response.
+            let mut waiting = Some(req);
+            let handler = |_: IncomingHead, delivery: Delivery| {
+                let mut req = waiting.take().expect("core runs the handler at most once");
+                req.set_payload(Payload::from(delivery.body.clone()));
+                req.extensions_mut().insert(delivery);
+                service.call(req)
+            };
+            let status = |result: &Result<ServiceResponse<B>, Error>| match result {
+                Ok(response) => response.status().as_u16(),
+                Err(error) => error.as_response_error().status_code().as_u16(),
+            };
+            match receiver.process(head, body, handler, status).await {
+                Ok(result) => result.map(ServiceResponse::map_into_left_body),
+                Err(r) => match waiting {
+                    Some(req) => Ok(reject(&receiver, req, r)),
+                    None => {
+                        let response = receiver.rejection_response(&r);
+                        Err(WebhookRejection::rendered(r, response).into())
+                    }
+                },
+            }
+        })
+    }
+}
+
+/// What the pipeline sees of an actix request before the handler.
+struct IncomingHead {
+    path: String,
+    headers: http::HeaderMap,
+}
+
+impl Incoming for IncomingHead {
+    fn head(&self) -> RequestHead<'_> {
+        RequestHead::new(&self.path, &self.headers)
+    }
+}
+
+/// actix's headers (http 0.2) as an http 1.x map, value by value.
+fn to_http_headers(headers: &actix_web::http::header::HeaderMap) -> http::HeaderMap {
+    let mut out = http::HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        // Valid in http 0.2 is valid in http 1.x: the same grammar.
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name.as_str().as_bytes()),
+            http::HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            out.append(name, value);
+        }
+    }
+    out
+}
+
+/// Reads the payload, stopping at `limit`.
+async fn read_limited(req: &mut ServiceRequest, limit: usize) -> Result<Bytes, Rejection> {
+    let payload = req
+        .extract::<web::Payload>()
+        .await
+        .map_err(|_| Rejection::BodyRead)?;
+    match payload.to_bytes_limited(limit).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(Rejection::BodyRead),
+        Err(_) => Err(Rejection::PayloadTooLarge { limit }),
+    }
+}
+
+/// Answers `rejection` with the receiver's response.
+fn reject<B>(
+    receiver: &Receiver,
+    req: ServiceRequest,
+    rejection: Rejection,
+) -> ServiceResponse<EitherBody<B>> {
+    let response = receiver.rejection_response(&rejection);
+    req.into_response(rejection_response(&rejection, &response))
+        .map_into_right_body()
+}
