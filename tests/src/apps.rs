@@ -57,12 +57,15 @@ pub struct RunningApp {
 /// Stops a server when dropped.
 enum ServerGuard {
     Tokio(tokio::task::JoinHandle<()>),
+    Actix(actix_web::dev::ServerHandle),
 }
 
 impl Drop for ServerGuard {
     fn drop(&mut self) {
         match self {
             Self::Tokio(handle) => handle.abort(),
+            // `stop` sends the command at once; its future only waits for it.
+            Self::Actix(handle) => drop(handle.stop(false)),
         }
     }
 }
@@ -72,16 +75,19 @@ impl Drop for ServerGuard {
 pub enum Framework {
     /// axum through tower-webhooks.
     Axum,
+    /// actix-web through actix-webhooks.
+    Actix,
 }
 
 impl Framework {
     /// Every framework.
-    pub const ALL: &'static [Framework] = &[Framework::Axum];
+    pub const ALL: &'static [Framework] = &[Framework::Axum, Framework::Actix];
 
     /// Its name in test names.
     pub fn name(self) -> &'static str {
         match self {
             Self::Axum => "axum",
+            Self::Actix => "actix",
         }
     }
 
@@ -98,6 +104,7 @@ impl Framework {
         let receiver = spec.receiver()?;
         match self {
             Self::Axum => start_axum(receiver, behaviour).await,
+            Self::Actix => start_actix(receiver, behaviour).await,
         }
     }
 }
@@ -163,5 +170,106 @@ async fn start_axum(receiver: Receiver, behaviour: Arc<Behaviour>) -> Result<Run
         addr,
         behaviour,
         _server: ServerGuard::Tokio(handle),
+    })
+}
+
+mod actix {
+    use std::sync::Arc;
+
+    use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
+    use actix_webhooks::{RawWebhook, VerifiedWebhook, WebhookMeta};
+
+    use crate::behaviour::{Behaviour, MODE_HEADER, TypedEvent};
+
+    fn mode(req: &HttpRequest) -> String {
+        req.headers()
+            .get(MODE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("ok")
+            .to_owned()
+    }
+
+    fn status(code: u16) -> HttpResponse {
+        HttpResponse::new(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+    }
+
+    pub(super) async fn hook(
+        behaviour: web::Data<Arc<Behaviour>>,
+        raw: RawWebhook,
+        req: HttpRequest,
+        body: web::Bytes,
+    ) -> HttpResponse {
+        if body != raw.body {
+            return status(418);
+        }
+        let id = raw.meta.id.unwrap_or_default();
+        status(behaviour.handle(&mode(&req), &id).await)
+    }
+
+    pub(super) async fn typed(
+        behaviour: web::Data<Arc<Behaviour>>,
+        WebhookMeta(meta): WebhookMeta,
+        req: HttpRequest,
+        VerifiedWebhook(event): VerifiedWebhook<TypedEvent>,
+    ) -> HttpResponse {
+        if event.kind.is_empty() {
+            return status(418);
+        }
+        let _ = event.data.count;
+        status(
+            behaviour
+                .handle(&mode(&req), meta.id.as_deref().unwrap_or(""))
+                .await,
+        )
+    }
+}
+
+async fn start_actix(receiver: Receiver, behaviour: Arc<Behaviour>) -> Result<RunningApp, String> {
+    use actix_web::{App, HttpServer, web};
+    use actix_webhooks::Webhooks;
+
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let shared = Arc::clone(&behaviour);
+    std::thread::spawn(move || {
+        let system = actix_web::rt::System::new();
+        system.block_on(async move {
+            let server = HttpServer::new(move || {
+                let webhooks = Webhooks::from_receiver(receiver.clone());
+                App::new()
+                    .app_data(web::Data::new(Arc::clone(&shared)))
+                    .service(
+                        web::resource("/hook")
+                            .wrap(webhooks.clone())
+                            .route(web::post().to(actix::hook)),
+                    )
+                    .service(
+                        web::resource("/typed")
+                            .wrap(webhooks)
+                            .route(web::post().to(actix::typed)),
+                    )
+                    .route("/unguarded", web::post().to(actix::typed))
+            })
+            .workers(2)
+            .disable_signals()
+            .shutdown_timeout(1)
+            .bind(("127.0.0.1", 0));
+            let server = match server {
+                Ok(server) => server,
+                Err(e) => {
+                    let _ = tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            let addr = server.addrs()[0];
+            let server = server.run();
+            let _ = tx.send(Ok((addr, server.handle())));
+            let _ = server.await;
+        });
+    });
+    let (addr, handle) = rx.await.map_err(|e| e.to_string())??;
+    Ok(RunningApp {
+        addr,
+        behaviour,
+        _server: ServerGuard::Actix(handle),
     })
 }
