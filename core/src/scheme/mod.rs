@@ -1,26 +1,42 @@
 //! Signature schemes: one file each, all implementing [`Verifier`](crate::Verifier).
 //!
-//! | scheme | type |
-//! |---|---|
-//! | [Standard Webhooks](https://www.standardwebhooks.com/) v1 (HMAC) and v1a (ed25519), Svix | [`StandardWebhooks`] |
+//! | scheme | type | signature | signed content | replay window | delivery id | event type |
+//! |---|---|---|---|---|---|---|
+//! | [Standard Webhooks](https://www.standardwebhooks.com/) v1 (HMAC) and v1a (ed25519), Svix | [`StandardWebhooks`] | `webhook-signature: v1,<base64>` | `{id}.{ts}.{body}` | ±300 s | `webhook-id` | — |
+//! | [Stripe](https://docs.stripe.com/webhooks#verify-manually) | [`Stripe`] | `Stripe-Signature: t=…,v1=<hex>` | `{t}.{body}` | ±300 s | body `"id"` | body `"type"` |
+//! | [GitHub](https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries) | [`GitHub`] | `X-Hub-Signature-256: sha256=<hex>` | body | — | `X-GitHub-Delivery` | `X-GitHub-Event` |
+//! | [Slack](https://api.slack.com/authentication/verifying-requests-from-slack) | [`Slack`] | `X-Slack-Signature: v0=<hex>` | `v0:{ts}:{body}` | ±300 s | — (use [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key)) | — |
+//! | [Shopify](https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify) | [`Shopify`] | `X-Shopify-Hmac-Sha256: <base64>` | body | — | `X-Shopify-Webhook-Id` | `X-Shopify-Topic` |
 //!
-//! Shared rules: signatures are computed over the exact raw body bytes and
-//! compared as decoded bytes in constant time; several secrets may be active at
-//! once for rotation; secrets never appear in `Debug` output.
+//! Shared rules: signatures are computed over the exact raw body bytes with a
+//! pre-keyed HMAC state and compared as decoded bytes in constant time; a
+//! missing signature header is a `400`, never "skip verification"; several
+//! secrets may be active at once for rotation ([`MatchedKey::Secret`](crate::MatchedKey::Secret)
+//! says which one matched); empty secrets are refused when building; secrets
+//! never appear in `Debug` output. Each scheme has `sign`/`sign_headers`
+//! helpers producing what its provider would send, for tests and simulators.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use hmac::{Hmac, KeyInit};
-use http::HeaderMap;
+use ::hmac::{Hmac, KeyInit, Mac as _};
+use http::{HeaderMap, HeaderValue};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 use crate::{ConfigError, VerifyError};
 
+pub mod github;
+pub mod shopify;
+pub mod slack;
 pub mod standard;
+pub mod stripe;
 
+pub use github::{GitHub, GitHubBuilder};
+pub use shopify::{Shopify, ShopifyBuilder};
+pub use slack::{Slack, SlackBuilder};
 pub use standard::{StandardWebhooks, StandardWebhooksBuilder};
+pub use stripe::{Stripe, StripeBuilder};
 
 /// HMAC-SHA256, the MAC every HMAC scheme here uses.
 pub(crate) type HmacSha256 = Hmac<Sha256>;
@@ -64,6 +80,169 @@ impl fmt::Debug for HmacKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "HmacKey([redacted; {} bytes])", self.len)
     }
+}
+
+/// The secrets of a scheme being built: pre-keyed as they are added, with the
+/// first configuration error kept for `build`.
+#[derive(Default)]
+pub(crate) struct SecretList {
+    keys: Vec<HmacKey>,
+    error: Option<ConfigError>,
+}
+
+impl SecretList {
+    /// Adds a secret used as the raw bytes given; an empty one is an error.
+    pub(crate) fn push(&mut self, secret: &[u8]) {
+        match HmacKey::new(secret, "secret") {
+            Ok(key) => self.keys.push(key),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Records a configuration error (the first one wins).
+    pub(crate) fn fail(&mut self, error: ConfigError) {
+        self.error.get_or_insert(error);
+    }
+
+    /// How many secrets were added.
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The keys, or the first error, or [`ConfigError::NoKeys`] when none was added.
+    pub(crate) fn finish(self) -> Result<Vec<HmacKey>, ConfigError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.keys.is_empty() {
+            return Err(ConfigError::NoKeys);
+        }
+        Ok(self.keys)
+    }
+}
+
+/// The index of the first secret whose MAC over the content `feed` writes
+/// equals `signature`, compared in constant time.
+pub(crate) fn matching_secret(
+    secrets: &[HmacKey],
+    signature: &[u8; 32],
+    feed: impl Fn(&mut HmacSha256),
+) -> Option<usize> {
+    secrets.iter().position(|key| {
+        let mut mac = key.mac();
+        feed(&mut mac);
+        let expected: [u8; 32] = mac.finalize().into_bytes().into();
+        ct_eq(&expected, signature)
+    })
+}
+
+/// The MAC of the content `feed` writes, with `key`.
+pub(crate) fn mac_of(key: &HmacKey, feed: impl Fn(&mut HmacSha256)) -> [u8; 32] {
+    let mut mac = key.mac();
+    feed(&mut mac);
+    mac.finalize().into_bytes().into()
+}
+
+/// Decodes exactly `2 * N` hex digits (either case) into `N` bytes.
+///
+/// Signatures are public, so the decoding itself need not be constant time;
+/// the comparison that follows is.
+pub(crate) fn decode_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let s = s.as_bytes();
+    if s.len() != 2 * N {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (byte, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
+        *byte = (hex_digit(pair[0])? << 4) | hex_digit(pair[1])?;
+    }
+    Some(out)
+}
+
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Lowercase hex, as every hex-signing provider sends it.
+pub(crate) fn encode_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+/// Decodes standard (padded) base64 of exactly 32 bytes.
+pub(crate) fn decode_base64_32(s: &str) -> Option<[u8; 32]> {
+    use base64::Engine as _;
+    // 32 bytes are 44 characters; refuse anything longer before decoding.
+    if s.len() > 44 {
+        return None;
+    }
+    let mut out = [0u8; 36];
+    match base64::engine::general_purpose::STANDARD.decode_slice(s, &mut out) {
+        Ok(32) => {
+            let mut sig = [0u8; 32];
+            sig.copy_from_slice(&out[..32]);
+            Some(sig)
+        }
+        _ => None,
+    }
+}
+
+/// Standard padded base64.
+pub(crate) fn encode_base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The value of an optional header (a delivery id, an event type): `None`
+/// when absent or empty, an error when present but not visible ASCII.
+pub(crate) fn optional_header<'h>(
+    headers: &'h HeaderMap,
+    name: &'static str,
+) -> Result<Option<&'h str>, VerifyError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(value) => {
+            let value = value
+                .to_str()
+                .map_err(|_| VerifyError::malformed(name, "not visible ASCII"))?
+                .trim();
+            Ok((!value.is_empty()).then_some(value))
+        }
+    }
+}
+
+/// A header value built by a `sign_headers` helper.
+pub(crate) fn header_value(value: &str, what: &'static str) -> Result<HeaderValue, ConfigError> {
+    HeaderValue::from_str(value).map_err(|_| ConfigError::Invalid {
+        what,
+        reason: "not a valid header value",
+    })
+}
+
+/// Writes `n` in decimal into `buf`, returning the digits (no allocation).
+pub(crate) fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        // `n % 10` is below 10, so the cast cannot truncate.
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
 }
 
 /// Compares two byte strings in constant time (for equal lengths).
@@ -171,6 +350,33 @@ mod tests {
             );
         }
         assert_eq!(parse_timestamp("t", "1614265330"), Ok(1_614_265_330));
+    }
+
+    #[test]
+    fn hex_decodes_exact_length_either_case() {
+        assert_eq!(decode_hex::<2>("0aFf"), Some([0x0a, 0xff]));
+        assert_eq!(decode_hex::<2>("0aF"), None);
+        assert_eq!(decode_hex::<2>("0aFf0"), None);
+        assert_eq!(decode_hex::<2>("0g00"), None);
+        assert_eq!(decode_hex::<2>("+0ff"), None);
+        assert_eq!(encode_hex(&[0x0a, 0xff, 0x00]), "0aff00");
+    }
+
+    #[test]
+    fn base64_decodes_only_32_bytes() {
+        let b = encode_base64(&[7u8; 32]);
+        assert_eq!(decode_base64_32(&b), Some([7u8; 32]));
+        assert_eq!(decode_base64_32(&encode_base64(&[7u8; 31])), None);
+        assert_eq!(decode_base64_32(&encode_base64(&[7u8; 33])), None);
+        assert_eq!(decode_base64_32("not base64!"), None);
+    }
+
+    #[test]
+    fn decimal_matches_to_string() {
+        let mut buf = [0u8; 20];
+        for n in [0, 7, 10, 1_533_204_620, u64::MAX] {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes());
+        }
     }
 
     #[test]

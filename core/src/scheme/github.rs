@@ -1,0 +1,261 @@
+//! [GitHub](https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries)
+//! webhook signatures: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`.
+//!
+//! GitHub signs no timestamp, so there is no replay window: deduplicate on
+//! `X-GitHub-Delivery`, which [`Verified::id`] carries (the receive pipeline
+//! does this by default).
+//!
+//! ```
+//! use std::time::SystemTime;
+//! use webhooks_core::{Verifier, VerifyError, scheme::GitHub};
+//!
+//! // GitHub's documented example.
+//! let github = GitHub::new("It's a Secret to Everybody")?;
+//! let mut headers = http::HeaderMap::new();
+//! headers.insert(
+//!     "x-hub-signature-256",
+//!     "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17".parse()?,
+//! );
+//! headers.insert("x-github-delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958".parse()?);
+//! headers.insert("x-github-event", "issues".parse()?);
+//!
+//! let verified = github.verify(&headers, b"Hello, World!", SystemTime::now())?;
+//! assert_eq!(verified.id.as_deref(), Some("72d3162e-cc78-11e3-81ab-4c9367dc0958"));
+//! assert_eq!(verified.event_type.as_deref(), Some("issues"));
+//!
+//! let tampered = github.verify(&headers, b"Hello, World?", SystemTime::now());
+//! assert_eq!(tampered, Err(VerifyError::NoMatchingSignature));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+use std::time::SystemTime;
+
+use hmac::{Hmac, KeyInit as _, Mac as _};
+use http::HeaderMap;
+use sha1::Sha1;
+
+use super::{
+    HmacKey, SecretList, ct_eq, decode_hex, encode_hex, header, header_value, mac_of,
+    matching_secret, optional_header,
+};
+use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+
+const SIGNATURE_256: &str = "x-hub-signature-256";
+const SIGNATURE_SHA1: &str = "x-hub-signature";
+const DELIVERY: &str = "x-github-delivery";
+const EVENT: &str = "x-github-event";
+const SCHEME: &str = "github";
+
+type HmacSha1 = Hmac<Sha1>;
+
+/// Verifies [GitHub](https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries)
+/// deliveries.
+///
+/// * header `X-Hub-Signature-256: sha256=<64 hex digits>` over the exact body;
+/// * the legacy `X-Hub-Signature: sha1=…` is refused (the request answers
+///   `400 missing header x-hub-signature-256`) unless
+///   [`allow_sha1`](GitHubBuilder::allow_sha1) is set, and even then it is used
+///   only when the SHA-256 header is absent;
+/// * [`Verified::id`] is `X-GitHub-Delivery`, [`Verified::event_type`] is
+///   `X-GitHub-Event`; no timestamp is signed.
+#[derive(Clone)]
+pub struct GitHub {
+    secrets: Vec<HmacKey>,
+    sha1: Option<Vec<HmacSha1>>,
+}
+
+impl fmt::Debug for GitHub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GitHub")
+            .field("secrets", &self.secrets.len())
+            .field("allow_sha1", &self.sha1.is_some())
+            .finish()
+    }
+}
+
+impl GitHub {
+    /// A verifier with one webhook secret, SHA-256 only.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Empty`] when the secret is empty.
+    pub fn new(secret: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
+        Self::builder().secret(secret).build()
+    }
+
+    /// A builder for several secrets (rotation) and the SHA-1 fallback.
+    pub fn builder() -> GitHubBuilder {
+        GitHubBuilder::default()
+    }
+
+    /// The `X-Hub-Signature-256` value GitHub would send, signed with the first secret.
+    #[must_use]
+    pub fn sign(&self, body: &[u8]) -> String {
+        let mac = mac_of(&self.secrets[0], |mac| mac.update(body));
+        format!("sha256={}", encode_hex(&mac))
+    }
+
+    /// The `X-Hub-Signature` (SHA-1) value GitHub would send, signed with the
+    /// first secret, or `None` when SHA-1 is not allowed.
+    #[must_use]
+    pub fn sign_sha1(&self, body: &[u8]) -> Option<String> {
+        let key = self.sha1.as_ref()?.first()?;
+        let mut mac = key.clone();
+        mac.update(body);
+        Some(format!("sha1={}", encode_hex(&mac.finalize().into_bytes())))
+    }
+
+    /// The headers GitHub would send: the signature, the delivery id and the event.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] when `delivery` or `event` cannot be a header value.
+    pub fn sign_headers(
+        &self,
+        delivery: &str,
+        event: &str,
+        body: &[u8],
+    ) -> Result<HeaderMap, ConfigError> {
+        let mut headers = HeaderMap::with_capacity(3);
+        headers.insert(SIGNATURE_256, header_value(&self.sign(body), "signature")?);
+        headers.insert(DELIVERY, header_value(delivery, "delivery id")?);
+        headers.insert(EVENT, header_value(event, "event")?);
+        Ok(headers)
+    }
+
+    fn verify_sha1(
+        &self,
+        keys: &[HmacSha1],
+        value: &str,
+        body: &[u8],
+    ) -> Result<usize, VerifyError> {
+        let hex = value
+            .trim()
+            .strip_prefix("sha1=")
+            .ok_or(VerifyError::malformed(
+                SIGNATURE_SHA1,
+                "expected sha1=<hex>",
+            ))?;
+        let signature = decode_hex::<20>(hex)
+            .ok_or(VerifyError::malformed(SIGNATURE_SHA1, "not 40 hex digits"))?;
+        keys.iter()
+            .position(|key| {
+                let mut mac = key.clone();
+                mac.update(body);
+                ct_eq(&mac.finalize().into_bytes(), &signature)
+            })
+            .ok_or(VerifyError::NoMatchingSignature)
+    }
+}
+
+impl Verifier for GitHub {
+    fn verify(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        _now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        let index = match (headers.contains_key(SIGNATURE_256), &self.sha1) {
+            (false, Some(keys)) if headers.contains_key(SIGNATURE_SHA1) => {
+                let (_, value) = header(headers, &[SIGNATURE_SHA1])?;
+                self.verify_sha1(keys, value, body)?
+            }
+            _ => {
+                let (_, value) = header(headers, &[SIGNATURE_256])?;
+                let hex = value
+                    .trim()
+                    .strip_prefix("sha256=")
+                    .ok_or(VerifyError::malformed(
+                        SIGNATURE_256,
+                        "expected sha256=<hex>",
+                    ))?;
+                let signature = decode_hex::<32>(hex)
+                    .ok_or(VerifyError::malformed(SIGNATURE_256, "not 64 hex digits"))?;
+                matching_secret(&self.secrets, &signature, |mac| mac.update(body))
+                    .ok_or(VerifyError::NoMatchingSignature)?
+            }
+        };
+        Ok(Verified {
+            scheme: SCHEME,
+            id: optional_header(headers, DELIVERY)?.map(str::to_owned),
+            timestamp: None,
+            event_type: optional_header(headers, EVENT)?.map(str::to_owned),
+            matched_key: MatchedKey::Secret(index),
+        })
+    }
+}
+
+/// Builds a [`GitHub`] verifier.
+///
+/// Errors in any secret are kept and reported by [`build`](Self::build).
+#[derive(Default)]
+#[must_use]
+pub struct GitHubBuilder {
+    secrets: SecretList,
+    /// The raw secrets, kept only to key SHA-1 at build when it is allowed.
+    raw: Vec<Vec<u8>>,
+    allow_sha1: bool,
+}
+
+impl fmt::Debug for GitHubBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GitHubBuilder")
+            .field("secrets", &self.secrets.len())
+            .field("allow_sha1", &self.allow_sha1)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GitHubBuilder {
+    /// Adds a webhook secret, used as the bytes given.
+    pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.secrets.push(secret.as_ref());
+        self.raw.push(secret.as_ref().to_vec());
+        self
+    }
+
+    /// Adds several webhook secrets, in order.
+    pub fn secrets<I>(self, secrets: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        secrets.into_iter().fold(self, Self::secret)
+    }
+
+    /// Accepts the legacy SHA-1 `X-Hub-Signature` when, and only when, the
+    /// `X-Hub-Signature-256` header is absent (GitHub Enterprise Server before
+    /// 3.0 sends only SHA-1). Off by default: HMAC-SHA1 is weaker, and a
+    /// receiver that accepts it lets an attacker pick the weaker check.
+    pub fn allow_sha1(mut self) -> Self {
+        self.allow_sha1 = true;
+        self
+    }
+
+    /// The verifier.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] met while adding secrets, or
+    /// [`ConfigError::NoKeys`] when none was added.
+    pub fn build(self) -> Result<GitHub, ConfigError> {
+        let secrets = self.secrets.finish()?;
+        let sha1 = if self.allow_sha1 {
+            let keys = self
+                .raw
+                .iter()
+                .map(|raw| {
+                    HmacSha1::new_from_slice(raw).map_err(|_| ConfigError::Invalid {
+                        what: "secret",
+                        reason: "unusable HMAC key",
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(keys)
+        } else {
+            None
+        };
+        Ok(GitHub { secrets, sha1 })
+    }
+}

@@ -1,0 +1,206 @@
+//! [Slack](https://api.slack.com/authentication/verifying-requests-from-slack)
+//! request signatures: `X-Slack-Signature: v0=<hex>` over `v0:{timestamp}:{body}`,
+//! with the timestamp in `X-Slack-Request-Timestamp`.
+//!
+//! Slack puts no delivery id in a header. Events API payloads carry one in the
+//! body (`event_id`), so deduplicate with
+//! [`ReceiverBuilder::dedup_key_json_pointer`](crate::ReceiverBuilder::dedup_key_json_pointer)`("/event_id")`,
+//! or any key of your own with [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key);
+//! slash commands and interactivity payloads are not retried and need none.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use webhooks_core::{Receiver, Verifier, scheme::Slack};
+//!
+//! // Slack's documented example.
+//! let slack = Slack::new("8f742231b10e8888abcd99yyyzzz85a5")?;
+//! let body = "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+//! let headers = slack.sign_headers(1531420618, body.as_bytes())?;
+//! assert_eq!(
+//!     headers["x-slack-signature"],
+//!     "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
+//! );
+//! let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1531420618);
+//! assert!(slack.verify(&headers, body.as_bytes(), now).is_ok());
+//!
+//! // In a receiver: deduplicate Events API retries on the body's event id.
+//! let receiver = Receiver::builder(slack).dedup_key_json_pointer("/event_id").build();
+//! # let _ = receiver;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use hmac::Mac as _;
+use http::HeaderMap;
+
+use super::{
+    DEFAULT_TOLERANCE, HmacKey, SecretList, check_timestamp, decode_hex, encode_hex, header,
+    header_value, mac_of, matching_secret, parse_timestamp,
+};
+use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+
+const SIGNATURE: &str = "x-slack-signature";
+const TIMESTAMP: &str = "x-slack-request-timestamp";
+const SCHEME: &str = "slack";
+
+/// Verifies [Slack](https://api.slack.com/authentication/verifying-requests-from-slack)
+/// requests (Events API, slash commands, interactivity).
+///
+/// * headers `X-Slack-Request-Timestamp` and `X-Slack-Signature: v0=<64 hex digits>`;
+/// * signed content `v0:{timestamp}:{body}`, the timestamp exactly as sent;
+/// * a two-sided timestamp tolerance, 300 s by default (what Slack recommends);
+/// * no delivery id or event type header: [`Verified::id`] is `None`.
+#[derive(Clone)]
+pub struct Slack {
+    secrets: Vec<HmacKey>,
+    tolerance: Duration,
+}
+
+impl fmt::Debug for Slack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slack")
+            .field("secrets", &self.secrets.len())
+            .field("tolerance", &self.tolerance)
+            .finish()
+    }
+}
+
+impl Slack {
+    /// A verifier with one signing secret and the default tolerance.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Empty`] when the secret is empty.
+    pub fn new(signing_secret: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
+        Self::builder().secret(signing_secret).build()
+    }
+
+    /// A builder for several secrets (rotation) and a custom tolerance.
+    pub fn builder() -> SlackBuilder {
+        SlackBuilder::default()
+    }
+
+    /// The replay window.
+    #[must_use]
+    pub fn tolerance(&self) -> Duration {
+        self.tolerance
+    }
+
+    /// The `X-Slack-Signature` value Slack would send, signed with the first secret.
+    #[must_use]
+    pub fn sign(&self, timestamp: u64, body: &[u8]) -> String {
+        let ts = timestamp.to_string();
+        let mac = mac_of(&self.secrets[0], |mac| feed(mac, &ts, body));
+        format!("v0={}", encode_hex(&mac))
+    }
+
+    /// The two headers Slack would send, signed with the first secret.
+    ///
+    /// # Errors
+    ///
+    /// Never in practice; the `Result` matches the other schemes' helpers.
+    pub fn sign_headers(&self, timestamp: u64, body: &[u8]) -> Result<HeaderMap, ConfigError> {
+        let mut headers = HeaderMap::with_capacity(2);
+        headers.insert(TIMESTAMP, timestamp.into());
+        headers.insert(
+            SIGNATURE,
+            header_value(&self.sign(timestamp, body), "signature")?,
+        );
+        Ok(headers)
+    }
+}
+
+/// Writes `v0:{timestamp}:{body}` into the MAC, without concatenating.
+fn feed(mac: &mut super::HmacSha256, timestamp: &str, body: &[u8]) {
+    mac.update(b"v0:");
+    mac.update(timestamp.as_bytes());
+    mac.update(b":");
+    mac.update(body);
+}
+
+impl Verifier for Slack {
+    fn verify(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        let (_, signature) = header(headers, &[SIGNATURE])?;
+        let (_, ts_raw) = header(headers, &[TIMESTAMP])?;
+        let timestamp = parse_timestamp(TIMESTAMP, ts_raw)?;
+        let hex = signature
+            .trim()
+            .strip_prefix("v0=")
+            .ok_or(VerifyError::malformed(SIGNATURE, "expected v0=<hex>"))?;
+        let signature =
+            decode_hex::<32>(hex).ok_or(VerifyError::malformed(SIGNATURE, "not 64 hex digits"))?;
+        check_timestamp(timestamp, now, self.tolerance)?;
+        let ts_text = ts_raw.trim();
+        let index = matching_secret(&self.secrets, &signature, |mac| feed(mac, ts_text, body))
+            .ok_or(VerifyError::NoMatchingSignature)?;
+        Ok(Verified {
+            scheme: SCHEME,
+            id: None,
+            timestamp: Some(timestamp),
+            event_type: None,
+            matched_key: MatchedKey::Secret(index),
+        })
+    }
+}
+
+/// Builds a [`Slack`] verifier.
+///
+/// Errors in any secret are kept and reported by [`build`](Self::build).
+#[derive(Default)]
+#[must_use]
+pub struct SlackBuilder {
+    secrets: SecretList,
+    tolerance: Option<Duration>,
+}
+
+impl fmt::Debug for SlackBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlackBuilder")
+            .field("secrets", &self.secrets.len())
+            .field("tolerance", &self.tolerance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SlackBuilder {
+    /// Adds a signing secret, used as the bytes given.
+    pub fn secret(mut self, signing_secret: impl AsRef<[u8]>) -> Self {
+        self.secrets.push(signing_secret.as_ref());
+        self
+    }
+
+    /// Adds several signing secrets, in order.
+    pub fn secrets<I>(self, secrets: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        secrets.into_iter().fold(self, Self::secret)
+    }
+
+    /// The replay window either side of the receiver's clock (default 300 s).
+    pub fn tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = Some(tolerance);
+        self
+    }
+
+    /// The verifier.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] met while adding secrets, or
+    /// [`ConfigError::NoKeys`] when none was added.
+    pub fn build(self) -> Result<Slack, ConfigError> {
+        Ok(Slack {
+            secrets: self.secrets.finish()?,
+            tolerance: self.tolerance.unwrap_or(DEFAULT_TOLERANCE),
+        })
+    }
+}
