@@ -7,6 +7,7 @@
 //! | [GitHub](https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries) | [`GitHub`] | `X-Hub-Signature-256: sha256=<hex>` | body | — | `X-GitHub-Delivery` | `X-GitHub-Event` |
 //! | [Slack](https://api.slack.com/authentication/verifying-requests-from-slack) | [`Slack`] | `X-Slack-Signature: v0=<hex>` | `v0:{ts}:{body}` | ±300 s | — (use [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key)) | — |
 //! | [Shopify](https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify) | [`Shopify`] | `X-Shopify-Hmac-Sha256: <base64>` | body | — | `X-Shopify-Webhook-Id` | `X-Shopify-Topic` |
+//! | any HMAC-SHA256 provider, configured | [`GenericHmac`] | a header, optional prefix, hex or base64 | body, or `{ts}{sep}{body}` | configurable | a header | a header |
 //!
 //! Shared rules: signatures are computed over the exact raw body bytes with a
 //! pre-keyed HMAC state and compared as decoded bytes in constant time; a
@@ -27,11 +28,13 @@ use subtle::ConstantTimeEq;
 use crate::{ConfigError, VerifyError};
 
 pub mod github;
+pub mod hmac;
 pub mod shopify;
 pub mod slack;
 pub mod standard;
 pub mod stripe;
 
+pub use self::hmac::{GenericHmac, GenericHmacBuilder, SignatureEncoding};
 pub use github::{GitHub, GitHubBuilder};
 pub use shopify::{Shopify, ShopifyBuilder};
 pub use slack::{Slack, SlackBuilder};
