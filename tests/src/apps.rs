@@ -11,6 +11,7 @@ use bytes::Bytes;
 use tower_webhooks::{RawWebhook, VerifiedWebhook, WebhookLayer, WebhookMeta};
 use webhooks_core::Receiver;
 use webhooks_core::dedup::DedupStore;
+use webhooks_core::scheme::GitHub;
 
 use crate::behaviour::{Behaviour, MODE_HEADER, TypedEvent};
 use crate::keys;
@@ -36,6 +37,21 @@ impl Spec {
     /// When the verifier cannot be built.
     pub fn receiver(&self) -> Result<Receiver, String> {
         let verifier = keys::verifier().map_err(|e| e.to_string())?;
+        Ok(Receiver::builder(verifier)
+            .body_limit(self.body_limit)
+            .lease(self.lease)
+            .shared_store(Arc::clone(&self.store))
+            .namespace(self.namespace.clone())
+            .build())
+    }
+
+    /// A second pipeline for the `/github` route: the GitHub scheme on the same store.
+    ///
+    /// # Errors
+    ///
+    /// When the verifier cannot be built.
+    pub fn github_receiver(&self) -> Result<Receiver, String> {
+        let verifier = GitHub::new(keys::GITHUB_SECRET).map_err(|e| e.to_string())?;
         Ok(Receiver::builder(verifier)
             .body_limit(self.body_limit)
             .lease(self.lease)
@@ -94,17 +110,18 @@ impl Framework {
     /// Starts the app on a free loopback port.
     ///
     /// Routes: `/hook` (mode from `x-test-mode`), `/typed` (typed JSON),
-    /// both behind the webhook layer; `/unguarded` (typed JSON, no layer).
+    /// both behind the Standard Webhooks layer; `/github` (like `/hook`)
+    /// behind a GitHub layer; `/unguarded` (typed JSON, no layer).
     ///
     /// # Errors
     ///
     /// When the app cannot start.
     pub async fn start(self, spec: &Spec) -> Result<RunningApp, String> {
         let behaviour = Arc::new(Behaviour::default());
-        let receiver = spec.receiver()?;
+        let receivers = (spec.receiver()?, spec.github_receiver()?);
         match self {
-            Self::Axum => start_axum(receiver, behaviour).await,
-            Self::Actix => start_actix(receiver, behaviour).await,
+            Self::Axum => start_axum(receivers, behaviour).await,
+            Self::Actix => start_actix(receivers, behaviour).await,
         }
     }
 }
@@ -115,6 +132,15 @@ fn mode(headers: &HeaderMap) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("ok")
         .to_owned()
+}
+
+/// The header a scenario sets to check the verified event type.
+pub const EXPECT_EVENT_HEADER: &str = "x-test-expect-event";
+
+fn event_as_expected(headers: &HeaderMap, meta: &webhooks_core::Verified) -> bool {
+    headers
+        .get(EXPECT_EVENT_HEADER)
+        .is_none_or(|want| Some(want.as_bytes()) == meta.event_type.as_deref().map(str::as_bytes))
 }
 
 fn status(code: u16) -> StatusCode {
@@ -128,7 +154,7 @@ async fn axum_hook(
     body: Bytes,
 ) -> StatusCode {
     // The exact verified bytes must be what the handler reads.
-    if body != raw.body {
+    if body != raw.body || !event_as_expected(&headers, &raw.meta) {
         return StatusCode::IM_A_TEAPOT;
     }
     let id = raw.meta.id.unwrap_or_default();
@@ -152,11 +178,19 @@ async fn axum_typed(
     )
 }
 
-async fn start_axum(receiver: Receiver, behaviour: Arc<Behaviour>) -> Result<RunningApp, String> {
-    let app = axum::Router::new()
+async fn start_axum(
+    (receiver, github): (Receiver, Receiver),
+    behaviour: Arc<Behaviour>,
+) -> Result<RunningApp, String> {
+    let standard = axum::Router::new()
         .route("/hook", post(axum_hook))
         .route("/typed", post(axum_typed))
-        .layer(WebhookLayer::from_receiver(receiver))
+        .layer(WebhookLayer::from_receiver(receiver));
+    let github = axum::Router::new()
+        .route("/github", post(axum_hook))
+        .route_layer(WebhookLayer::from_receiver(github));
+    let app = standard
+        .merge(github)
         .route("/unguarded", post(axum_typed))
         .with_state(Arc::clone(&behaviour));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -189,6 +223,14 @@ mod actix {
             .to_owned()
     }
 
+    fn expected_event(req: &HttpRequest, meta: &webhooks_core::Verified) -> bool {
+        req.headers()
+            .get(super::EXPECT_EVENT_HEADER)
+            .is_none_or(|want| {
+                Some(want.as_bytes()) == meta.event_type.as_deref().map(str::as_bytes)
+            })
+    }
+
     fn status(code: u16) -> HttpResponse {
         HttpResponse::new(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
     }
@@ -199,7 +241,7 @@ mod actix {
         req: HttpRequest,
         body: web::Bytes,
     ) -> HttpResponse {
-        if body != raw.body {
+        if body != raw.body || !expected_event(&req, &raw.meta) {
             return status(418);
         }
         let id = raw.meta.id.unwrap_or_default();
@@ -224,7 +266,10 @@ mod actix {
     }
 }
 
-async fn start_actix(receiver: Receiver, behaviour: Arc<Behaviour>) -> Result<RunningApp, String> {
+async fn start_actix(
+    (receiver, github): (Receiver, Receiver),
+    behaviour: Arc<Behaviour>,
+) -> Result<RunningApp, String> {
     use actix_web::{App, HttpServer, web};
     use actix_webhooks::Webhooks;
 
@@ -237,6 +282,11 @@ async fn start_actix(receiver: Receiver, behaviour: Arc<Behaviour>) -> Result<Ru
                 let webhooks = Webhooks::from_receiver(receiver.clone());
                 App::new()
                     .app_data(web::Data::new(Arc::clone(&shared)))
+                    .service(
+                        web::resource("/github")
+                            .wrap(Webhooks::from_receiver(github.clone()))
+                            .route(web::post().to(actix::hook)),
+                    )
                     .service(
                         web::resource("/hook")
                             .wrap(webhooks.clone())

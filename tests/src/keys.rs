@@ -17,6 +17,9 @@ pub const SIGNING_KEY: &str = "whsk_AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=
 /// An ed25519 seed whose public key is not trusted.
 pub const UNTRUSTED_KEY: &str = "whsk_ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICA=";
 
+/// The GitHub route's secret (GitHub's documentation example).
+pub const GITHUB_SECRET: &str = "It's a Secret to Everybody";
+
 /// The apps' verifier: both secrets and the trusted public key.
 ///
 /// # Errors

@@ -485,6 +485,48 @@ async fn store_unreachable_is_503(env: Env) -> Outcome {
     Ok(())
 }
 
+async fn github_scheme_through_the_same_pipeline(env: Env) -> Outcome {
+    let app = env.app().await?;
+    let github =
+        webhooks_core::scheme::GitHub::new(keys::GITHUB_SECRET).map_err(|e| e.to_string())?;
+    let body = br#"{"ref":"refs/heads/main"}"#;
+    let headers = github
+        .sign_headers("72d3162e-cc78-11e3-81ab-4c9367dc0958", "push", body)
+        .map_err(|e| e.to_string())?;
+    let request = Request::post("/github", body.to_vec())
+        .headers(&headers)
+        .header(crate::apps::EXPECT_EVENT_HEADER, "push");
+    expect(&send(&app, &request).await?, 204, "signed GitHub delivery")?;
+    let again = send(&app, &request).await?;
+    expect(&again, 200, "redelivery of the same X-GitHub-Delivery")?;
+    ensure!(
+        again.header("webhook-duplicate") == Some("true"),
+        "duplicate marker"
+    );
+    // No X-Hub-Signature-256 is a 400, never "skip verification"; SHA-1 alone is refused.
+    let unsigned = Request::post("/github", body.to_vec())
+        .header("x-github-delivery", "d-unsigned")
+        .header(
+            "x-hub-signature",
+            "sha1=0000000000000000000000000000000000000000",
+        );
+    expect(&send(&app, &unsigned).await?, 400, "no SHA-256 signature")?;
+    let mut tampered = Request::post("/github", b"{}".to_vec()).headers(&headers);
+    tampered.headers.retain(|(n, _)| n != "x-github-delivery");
+    tampered = tampered.header("x-github-delivery", "d-tampered");
+    expect(
+        &send(&app, &tampered).await?,
+        401,
+        "body not the signed one",
+    )?;
+    ensure!(
+        app.behaviour.calls("72d3162e-cc78-11e3-81ab-4c9367dc0958") == 1,
+        "handler ran once"
+    );
+    ensure!(app.behaviour.total() == 1, "only the genuine delivery ran");
+    Ok(())
+}
+
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
         /// Every scenario, by name.
@@ -514,4 +556,5 @@ scenarios![
     concurrency_storm_runs_once,
     lease_expiry_takeover,
     store_unreachable_is_503,
+    github_scheme_through_the_same_pipeline,
 ];
