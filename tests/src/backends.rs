@@ -1,50 +1,185 @@
-//! The dedup backends the suite runs on.
+//! The dedup backends the suite runs on: in-process always, and each durable
+//! backend whose cargo feature is on (`--all-features` turns on all four).
+//!
+//! Server URLs come from the environment at run time (`WEBHOOKS_REDIS_URL`,
+//! `WEBHOOKS_POSTGRES_URL`, `WEBHOOKS_MYSQL_URL`, with this machine's
+//! defaults). A server that does not answer skips its scenarios with a
+//! message, except under `CI=true`, where they fail.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use webhooks_core::dedup::{Claim, ClaimToken, DedupStore, MemoryStore, StoreError, Transition};
+use webhooks_core::dedup::{Claim, ClaimToken, DedupStore, StoreError, Transition};
+
+#[path = "../../core/tests/support/mod.rs"]
+mod support;
 
 /// A dedup backend under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Backend {
     /// The in-process moka store.
     Memory,
+    /// Redis.
+    #[cfg(feature = "redis")]
+    Redis,
+    /// PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres,
+    /// MySQL / MariaDB.
+    #[cfg(feature = "mysql")]
+    Mysql,
+    /// SQLite, in a temporary file.
+    #[cfg(feature = "sqlite")]
+    Sqlite,
 }
 
 impl Backend {
     /// Every backend compiled in.
     pub fn all() -> Vec<Backend> {
-        vec![Backend::Memory]
+        vec![
+            Backend::Memory,
+            #[cfg(feature = "redis")]
+            Backend::Redis,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres,
+            #[cfg(feature = "mysql")]
+            Backend::Mysql,
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite,
+        ]
     }
 
     /// Its name in test names.
     pub fn name(self) -> &'static str {
         match self {
             Self::Memory => "memory",
+            #[cfg(feature = "redis")]
+            Self::Redis => "redis",
+            #[cfg(feature = "postgres")]
+            Self::Postgres => "postgres",
+            #[cfg(feature = "mysql")]
+            Self::Mysql => "mysql",
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite => "sqlite",
         }
     }
 
-    /// A fresh store, or `Ok(None)` when its server is missing outside CI.
+    /// The server URL, or `None` when the server is missing outside CI
+    /// (under CI a missing server panics, failing the test).
+    async fn url(self) -> Option<String> {
+        match self {
+            Self::Memory => Some("memory://".to_owned()),
+            #[cfg(feature = "redis")]
+            Self::Redis => support::redis_url().await,
+            #[cfg(feature = "postgres")]
+            Self::Postgres => support::postgres_url().await,
+            #[cfg(feature = "mysql")]
+            Self::Mysql => support::mysql_url().await,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite => {
+                let dir = std::env::temp_dir().join("webhooks-conformance");
+                std::fs::create_dir_all(&dir).ok()?;
+                let file = dir.join(format!("dedup-{}.db", support::unique_suffix()));
+                Some(format!("sqlite://{}", file.display()))
+            }
+        }
+    }
+
+    /// A fresh store (its own pool or client), or `Ok(None)` when its server
+    /// is missing outside CI.
     ///
     /// # Errors
     ///
-    /// When the server is missing under CI, or the store cannot be built.
+    /// When the store cannot be opened.
     pub async fn store(self) -> Result<Option<Arc<dyn DedupStore>>, String> {
-        match self {
-            Self::Memory => Ok(Some(Arc::new(MemoryStore::new()))),
-        }
+        let Some(url) = self.url().await else {
+            return Ok(None);
+        };
+        migrate_once(self, &url).await?;
+        open(&url).await.map(Some)
     }
 
-    /// A store of this kind whose server cannot be reached.
+    /// A store of this kind whose server stops answering once it is open:
+    /// opened through a proxy that is then cut. (The in-process and SQLite
+    /// stores have no server; they get a store that always fails.)
     ///
     /// # Errors
     ///
-    /// When the store cannot be built.
+    /// When the store cannot be opened.
     pub async fn unreachable(self) -> Result<Arc<dyn DedupStore>, String> {
-        match self {
-            Self::Memory => Ok(Arc::new(DownStore)),
-        }
+        let url = match self {
+            Self::Memory => return Ok(Arc::new(DownStore)),
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite => return Ok(Arc::new(DownStore)),
+            #[allow(unreachable_patterns, reason = "depends on the features")]
+            _ => self.url().await.ok_or("server not reachable")?,
+        };
+        let upstream = support::authority(&url).ok_or("URL without host")?;
+        let proxy = support::FaultProxy::start(&upstream).await;
+        let store = open(&support::with_authority(&url, &proxy.authority())).await?;
+        proxy.kill();
+        Ok(Arc::new(CutOff {
+            store,
+            _proxy: proxy,
+        }))
+    }
+}
+
+async fn open(url: &str) -> Result<Arc<dyn DedupStore>, String> {
+    webhooks_core::dedup::store_from_url(url)
+        .await
+        .map_err(|e| format!("opening the store: {e}"))
+}
+
+/// Creates each SQL backend's table once per run: concurrent `CREATE TABLE
+/// IF NOT EXISTS` can race in PostgreSQL's catalog.
+async fn migrate_once(backend: Backend, url: &str) -> Result<(), String> {
+    static MIGRATED: tokio::sync::Mutex<Vec<&'static str>> =
+        tokio::sync::Mutex::const_new(Vec::new());
+    let mut done = MIGRATED.lock().await;
+    if !done.contains(&backend.name()) {
+        // Opening by URL migrates; the pool is dropped with this runtime's task.
+        drop(open(url).await?);
+        done.push(backend.name());
+    }
+    Ok(())
+}
+
+/// A real store whose connection to the server was cut.
+struct CutOff {
+    store: Arc<dyn DedupStore>,
+    _proxy: support::FaultProxy,
+}
+
+#[async_trait::async_trait]
+impl DedupStore for CutOff {
+    async fn claim(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        self.store.claim(key, token, lease).await
+    }
+    async fn complete(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> Result<Transition, StoreError> {
+        self.store.complete(key, token, retention).await
+    }
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
+        self.store.release(key, token).await
+    }
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, StoreError> {
+        self.store.extend(key, token, lease).await
     }
 }
 
