@@ -1,0 +1,48 @@
+//! Run with: cargo run -p examples --bin receiver
+//!
+//! The email-events receiver on axum: `POST /webhooks/email` (behind
+//! `WebhookLayer`), `GET /emails/{id}`, `GET /suppressions`, on 127.0.0.1.
+//!
+//! Configuration from the environment: `WEBHOOK_SECRET` (required),
+//! `WEBHOOK_SCHEME` (default `standard`), `PORT` (default 3000), `DEDUP_URL`
+//! (default `memory://`), `DATABASE_URL` (default an SQLite file in the temp
+//! dir). For example:
+//!
+//! ```text
+//! WEBHOOK_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw cargo run -p examples --bin receiver
+//! WEBHOOK_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw cargo run -p examples --bin simulator
+//! curl -s 127.0.0.1:3000/emails/em_0000
+//! ```
+
+use std::process::ExitCode;
+
+use examples::app::{Config, WEBHOOK_PATH, open, router};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match serve().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("receiver: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+    let config = Config::from_env()?;
+    let (receiver, store) = open(&config).await?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
+    let address = listener.local_addr()?;
+    println!(
+        "receiver (axum, {} scheme) listening on http://{address}{WEBHOOK_PATH}",
+        config.scheme
+    );
+    axum::serve(listener, router(receiver, store.clone()))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    store.close().await;
+    Ok(())
+}
