@@ -1,4 +1,4 @@
-//! Run with: cargo run -p examples --bin demo [-- --seed S --events N --emails M]
+//! Run with: cargo run -p examples --bin demo
 //!
 //! The whole story in one process: the axum receiver on 127.0.0.1:0 with
 //! in-process dedup and SQLite in a temp directory, the provider simulator
@@ -14,7 +14,9 @@
 //!   imply (the same pure state machine folded over the events sorted by
 //!   their own timestamps).
 //!
-//! Exits non-zero when an invariant fails.
+//! Exits non-zero when an invariant fails. The simulator's options (see
+//! `simulator --help`) change the run: `cargo run -p examples --bin demo --
+//! --seed 3 --events 1000`.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;

@@ -1,4 +1,4 @@
-//! Run with: cargo run -p examples --bin simulator -- [options]
+//! Run with: cargo run -p examples --bin simulator -- --events 500 --emails 25
 //!
 //! Plays an email provider against a receiver on this machine: plans the
 //! lifecycles of M emails (N genuine events), signs each attempt, sends at a
