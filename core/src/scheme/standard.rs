@@ -8,14 +8,29 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use hmac::Mac as _;
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::{DEFAULT_TOLERANCE, HmacKey, check_timestamp, ct_eq, header, parse_timestamp};
+use super::{DEFAULT_TOLERANCE, HmacKey, check_timestamp, ct_eq, parse_timestamp};
 use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
 const ID: &[&str] = &["webhook-id", "svix-id"];
 const TIMESTAMP: &[&str] = &["webhook-timestamp", "svix-timestamp"];
 const SIGNATURE: &[&str] = &["webhook-signature", "svix-signature"];
+/// The same names, parsed once: looking a header up by `HeaderName` skips
+/// parsing and lower-casing the name on every request (a fifth of the cost of
+/// verifying a small body).
+static ID_NAMES: [HeaderName; 2] = [
+    HeaderName::from_static("webhook-id"),
+    HeaderName::from_static("svix-id"),
+];
+static TIMESTAMP_NAMES: [HeaderName; 2] = [
+    HeaderName::from_static("webhook-timestamp"),
+    HeaderName::from_static("svix-timestamp"),
+];
+static SIGNATURE_NAMES: [HeaderName; 2] = [
+    HeaderName::from_static("webhook-signature"),
+    HeaderName::from_static("svix-signature"),
+];
 /// Signature entries looked at per request; the rest are ignored, so a huge
 /// header cannot make one request cost thousands of verifications.
 const MAX_ENTRIES: usize = 32;
@@ -135,6 +150,24 @@ fn standard_headers(id: &str, timestamp: u64, signature: &str) -> Result<HeaderM
     Ok(headers)
 }
 
+/// The value of the first of `names` present, as visible ASCII, with its
+/// name (from `shown`, in the same order) for errors.
+fn header<'h>(
+    headers: &'h HeaderMap,
+    names: &[HeaderName],
+    shown: &[&'static str],
+) -> Result<(&'static str, &'h str), VerifyError> {
+    for (name, &shown) in names.iter().zip(shown) {
+        if let Some(value) = headers.get(name) {
+            let value = value
+                .to_str()
+                .map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?;
+            return Ok((shown, value));
+        }
+    }
+    Err(VerifyError::MissingHeader(shown[0]))
+}
+
 /// HMAC-SHA256 of `{id}.{timestamp}.{body}`, without concatenating.
 fn hmac_content(key: &HmacKey, id: &str, timestamp: u64, body: &[u8]) -> [u8; 32] {
     let mut mac = key.mac();
@@ -167,9 +200,9 @@ impl Verifier for StandardWebhooks {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let (_, id) = header(headers, ID)?;
-        let (ts_name, ts_raw) = header(headers, TIMESTAMP)?;
-        let (sig_name, signatures) = header(headers, SIGNATURE)?;
+        let (_, id) = header(headers, &ID_NAMES, ID)?;
+        let (ts_name, ts_raw) = header(headers, &TIMESTAMP_NAMES, TIMESTAMP)?;
+        let (sig_name, signatures) = header(headers, &SIGNATURE_NAMES, SIGNATURE)?;
         if id.is_empty() {
             return Err(VerifyError::malformed(ID[0], "empty"));
         }
