@@ -64,6 +64,9 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The default `Retry-After` when the store is unavailable.
 pub const DEFAULT_STORE_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// The default longest `Retry-After` sent with a 409 while another attempt
+/// holds the delivery.
+pub const DEFAULT_IN_FLIGHT_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The default key namespace.
 pub const DEFAULT_NAMESPACE: &str = "webhooks";
 
@@ -104,6 +107,7 @@ struct Inner {
     key_fn: Option<KeyFn>,
     store_failure: StoreFailure,
     store_retry_after: Duration,
+    in_flight_retry_after: Duration,
     on_reject: Option<RejectFn>,
     clock: Clock,
 }
@@ -226,10 +230,11 @@ impl Receiver {
                 delivery: Delivery::new(verified, Some(key), body),
             }),
             Ok(Claim::InFlight { retry_after }) => Err(Rejection::InFlight {
-                retry_after: retry_after.clamp(
-                    Duration::from_secs(1),
-                    inner.lease.max(Duration::from_secs(1)),
-                ),
+                // The other attempt usually ends long before its lease: ask
+                // the sender back soon, never later than the lease allows.
+                retry_after: retry_after
+                    .min(inner.in_flight_retry_after)
+                    .max(Duration::from_secs(1)),
             }),
             Ok(Claim::Completed) => Err(Rejection::Duplicate),
             Err(error) => match inner.store_failure {
@@ -503,6 +508,7 @@ impl ReceiverBuilder {
                 key_fn: None,
                 store_failure: StoreFailure::Closed,
                 store_retry_after: DEFAULT_STORE_RETRY_AFTER,
+                in_flight_retry_after: DEFAULT_IN_FLIGHT_RETRY_AFTER,
                 on_reject: None,
                 clock: Arc::new(SystemTime::now),
             },
@@ -580,6 +586,14 @@ impl ReceiverBuilder {
     /// The `Retry-After` sent with a 503 when the store is unreachable (default 5 s).
     pub fn store_retry_after(mut self, after: Duration) -> Self {
         self.inner.store_retry_after = after;
+        self
+    }
+
+    /// The longest `Retry-After` sent with a 409 while another attempt holds
+    /// the delivery (default 5 s; the remaining lease when that is shorter;
+    /// never under 1 s).
+    pub fn in_flight_retry_after(mut self, after: Duration) -> Self {
+        self.inner.in_flight_retry_after = after;
         self
     }
 
