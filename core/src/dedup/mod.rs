@@ -20,6 +20,15 @@
 //! | backend | feature | scope |
 //! |---|---|---|
 //! | [`MemoryStore`] (moka) | `memory` (default) | one process |
+//! | `RedisStore` (redis-rs, `SET NX PX` + Lua) | `redis` | every instance sharing the Redis server |
+//! | `PostgresStore` (sqlx, `INSERT … ON CONFLICT … RETURNING`) | `postgres` | every instance sharing the table |
+//! | `MySqlStore` (sqlx, `INSERT … ON DUPLICATE KEY UPDATE` + locking read) | `mysql` | every instance sharing the table (MySQL or MariaDB) |
+//! | `SqliteStore` (sqlx, WAL, `INSERT … ON CONFLICT … RETURNING`) | `sqlite` | the processes of one host sharing the file |
+//!
+//! [`store_from_url`] picks one at run time (`memory://`, `redis://…`,
+//! `postgres://…`, `mysql://…`, `sqlite://…`). The SQL table layout, clock and
+//! timeouts are described in the `sql` module (with the `postgres`, `mysql` or `sqlite`
+//! feature); Redis' in `RedisStore`.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -48,6 +57,22 @@ mod memory;
 
 #[cfg(feature = "memory")]
 pub use memory::{DEFAULT_CAPACITY as DEFAULT_MEMORY_CAPACITY, MemoryStore};
+
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub mod sql;
+mod url;
+
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisStore, RedisStoreBuilder};
+#[cfg(feature = "mysql")]
+pub use sql::{MySqlStore, MySqlStoreBuilder};
+#[cfg(feature = "postgres")]
+pub use sql::{PostgresStore, PostgresStoreBuilder};
+#[cfg(feature = "sqlite")]
+pub use sql::{SqliteStore, SqliteStoreBuilder};
+pub use url::{OpenError, store_from_url};
 
 /// A random value that identifies one attempt's claim on a delivery.
 ///

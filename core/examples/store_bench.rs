@@ -1,0 +1,253 @@
+//! Run with: cargo run --release -p webhooks-core --all-features --example store_bench
+//!
+//! Measures every dedup store backend on this machine: claims per second with
+//! 16 concurrent tasks over unique keys (20 000 claims by default), and the
+//! latency of `claim` and of `complete` (median and 99th percentile) under the
+//! same concurrency. Prints a table.
+//!
+//! Servers come from `WEBHOOKS_REDIS_URL` (default `redis://127.0.0.1:6379`),
+//! `WEBHOOKS_POSTGRES_URL` (`postgres://postgres@127.0.0.1:5432/test`) and
+//! `WEBHOOKS_MYSQL_URL` (`mysql://root@127.0.0.1:3306/test`); SQLite uses a
+//! temporary file. A backend that cannot be opened is reported and skipped.
+//! `BENCH_CLAIMS` and `BENCH_TASKS` change the counts. Each run works in its
+//! own table or key prefix and drops the tables afterwards.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use webhooks_core::dedup::{
+    Claim, ClaimToken, DedupStore, MemoryStore, MySqlStore, PostgresStore, RedisStore, SqliteStore,
+    Transition,
+};
+
+const LEASE: Duration = Duration::from_secs(60);
+const RETENTION: Duration = Duration::from_secs(120);
+
+struct Figures {
+    claims_per_second: f64,
+    claim_p50: Duration,
+    claim_p99: Duration,
+    complete_p50: Duration,
+    complete_p99: Duration,
+}
+
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn env_url(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+fn suffix() -> String {
+    ClaimToken::random().to_hex()[..12].to_owned()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Runs `op` over `keys` from `tasks` concurrent tasks; returns the wall time
+/// and every operation's latency, sorted.
+async fn drive<F, Fut>(
+    keys: Arc<Vec<(String, ClaimToken)>>,
+    tasks: usize,
+    op: F,
+) -> (Duration, Vec<Duration>)
+where
+    F: Fn(String, ClaimToken) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let started = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| {
+            let keys = Arc::clone(&keys);
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(keys.len() / tasks + 1);
+                for (key, token) in keys.iter().skip(t).step_by(tasks) {
+                    let at = Instant::now();
+                    op(key.clone(), *token).await;
+                    latencies.push(at.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(keys.len());
+    for handle in handles {
+        all.extend(handle.await.expect("bench task"));
+    }
+    let wall = started.elapsed();
+    all.sort_unstable();
+    (wall, all)
+}
+
+async fn bench(store: Arc<dyn DedupStore>, claims: usize, tasks: usize) -> Figures {
+    let run = suffix();
+    let keys: Arc<Vec<(String, ClaimToken)>> = Arc::new(
+        (0..claims)
+            .map(|i| (format!("webhooks:bench-{run}:{i}"), ClaimToken::random()))
+            .collect(),
+    );
+    // Warm the pools and caches.
+    for i in 0..32 {
+        let key = format!("webhooks:bench-{run}:warm-{i}");
+        let _ = store.claim(&key, ClaimToken::random(), LEASE).await;
+    }
+    let claim_store = Arc::clone(&store);
+    let (wall, claim_latencies) = drive(Arc::clone(&keys), tasks, move |key, token| {
+        let store = Arc::clone(&claim_store);
+        async move {
+            let claim = store.claim(&key, token, LEASE).await.expect("claim");
+            assert_eq!(claim, Claim::Claimed);
+        }
+    })
+    .await;
+    let complete_store = Arc::clone(&store);
+    let (_, complete_latencies) = drive(keys, tasks, move |key, token| {
+        let store = Arc::clone(&complete_store);
+        async move {
+            let done = store
+                .complete(&key, token, RETENTION)
+                .await
+                .expect("complete");
+            assert_eq!(done, Transition::Applied);
+        }
+    })
+    .await;
+    Figures {
+        claims_per_second: claims as f64 / wall.as_secs_f64(),
+        claim_p50: percentile(&claim_latencies, 0.50),
+        claim_p99: percentile(&claim_latencies, 0.99),
+        complete_p50: percentile(&complete_latencies, 0.50),
+        complete_p99: percentile(&complete_latencies, 0.99),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+#[tokio::main]
+async fn main() {
+    let claims = env_count("BENCH_CLAIMS", 20_000);
+    let tasks = env_count("BENCH_TASKS", 16).max(1);
+    let connect = Duration::from_secs(2);
+    let mut rows: Vec<(&str, Result<Figures, String>)> = Vec::new();
+
+    let memory: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
+    rows.push(("memory (moka)", Ok(bench(memory, claims, tasks).await)));
+
+    let redis = RedisStore::builder(&env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379"))
+        .key_prefix(format!("dedup-bench:{}:", suffix()))
+        .connect_timeout(connect)
+        .connect()
+        .await;
+    rows.push((
+        "redis",
+        match redis {
+            Ok(store) => Ok(bench(Arc::new(store), claims, tasks).await),
+            Err(error) => Err(error.to_string()),
+        },
+    ));
+
+    let table = format!("dedup_bench_{}", suffix());
+    let postgres = PostgresStore::builder(&env_url(
+        "WEBHOOKS_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/test",
+    ))
+    .table(&table)
+    .max_connections(tasks as u32)
+    .connect_timeout(connect)
+    .connect()
+    .await;
+    rows.push((
+        "postgres",
+        match postgres {
+            Ok(store) => {
+                store.migrate().await.expect("migrate");
+                let figures = bench(Arc::new(store.clone()), claims, tasks).await;
+                sqlx::query(&format!("DROP TABLE \"{table}\""))
+                    .execute(store.pool())
+                    .await
+                    .expect("drop table");
+                Ok(figures)
+            }
+            Err(error) => Err(error.to_string()),
+        },
+    ));
+
+    let mysql = MySqlStore::builder(&env_url(
+        "WEBHOOKS_MYSQL_URL",
+        "mysql://root@127.0.0.1:3306/test",
+    ))
+    .table(&table)
+    .max_connections(tasks as u32)
+    .connect_timeout(connect)
+    .connect()
+    .await;
+    rows.push((
+        "mysql (mariadb)",
+        match mysql {
+            Ok(store) => {
+                store.migrate().await.expect("migrate");
+                let figures = bench(Arc::new(store.clone()), claims, tasks).await;
+                sqlx::query(&format!("DROP TABLE `{table}`"))
+                    .execute(store.pool())
+                    .await
+                    .expect("drop table");
+                Ok(figures)
+            }
+            Err(error) => Err(error.to_string()),
+        },
+    ));
+
+    let path = std::env::temp_dir().join(format!("webhooks-dedup-bench-{}.db", suffix()));
+    let sqlite = SqliteStore::builder(&format!("sqlite://{}", path.display()))
+        .connect_timeout(connect)
+        .connect()
+        .await;
+    rows.push((
+        "sqlite (WAL, file)",
+        match sqlite {
+            Ok(store) => {
+                store.migrate().await.expect("migrate");
+                let figures = bench(Arc::new(store.clone()), claims, tasks).await;
+                store.pool().close().await;
+                Ok(figures)
+            }
+            Err(error) => Err(error.to_string()),
+        },
+    ));
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.clone().into_os_string();
+        file.push(suffix);
+        let _ = std::fs::remove_file(file);
+    }
+
+    println!("{claims} claims over unique keys, then {claims} completes, {tasks} concurrent tasks");
+    println!();
+    println!("| backend | claims/s | claim p50 | claim p99 | complete p50 | complete p99 |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, figures) in rows {
+        match figures {
+            Ok(f) => println!(
+                "| {name} | {:.0} | {} | {} | {} | {} |",
+                f.claims_per_second,
+                ms(f.claim_p50),
+                ms(f.claim_p99),
+                ms(f.complete_p50),
+                ms(f.complete_p99)
+            ),
+            Err(error) => println!("| {name} | skipped: {error} | | | | |"),
+        }
+    }
+}

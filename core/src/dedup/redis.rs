@@ -1,0 +1,437 @@
+//! The Redis [`DedupStore`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script};
+
+use super::url::OpenError;
+use super::{Claim, ClaimToken, DedupStore, StoreError, Transition};
+use crate::ConfigError;
+
+/// `SET NX PX`; on failure, the state and the lease left, in one step. A
+/// completed key holds `done` (an in-flight key holds its token's hex).
+/// Returns `{1, 0}` claimed, `{2, 0}` completed, `{3, pttl}` in flight.
+const CLAIM: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, 0}
+end
+if redis.call('GET', KEYS[1]) == 'done' then
+  return {2, 0}
+end
+return {3, redis.call('PTTL', KEYS[1])}
+";
+
+/// Marks the key completed for `ARGV[2]` ms if `ARGV[1]` holds it.
+const COMPLETE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
+  return 1
+end
+return 0
+";
+
+/// Deletes the key if `ARGV[1]` holds it.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+";
+
+/// Sets the key's time to live to `ARGV[2]` ms if `ARGV[1]` holds it.
+const EXTEND: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+";
+
+/// A [`DedupStore`] on Redis (or Valkey), shared by every instance that uses
+/// the same server and key prefix.
+///
+/// Each delivery is one string key, `prefix + pipeline key`, whose value is the
+/// holder's [`ClaimToken`] in hex while in flight and `done` once completed,
+/// and whose time to live is the lease, then the retention. Every operation
+/// is one Lua script on that one key (atomic, and Redis Cluster safe: no
+/// operation touches two keys):
+///
+/// - claim: `SET key token NX PX lease`; when the key exists, the same script
+///   reads it and answers completed, or in flight with its `PTTL`;
+/// - complete: if the value is the token, `SET key done PX retention`;
+/// - release: if the value is the token, `DEL key`;
+/// - extend: if the value is the token, `PEXPIRE key lease`.
+///
+/// Scripts run by `EVALSHA`, loaded on first use. Expiry uses the server's
+/// clock, so the application servers' clocks do not matter.
+///
+/// **Eviction.** The keys must never be evicted: an evicted completed key is
+/// processed again on the sender's next retry, an evicted lease lets a second
+/// attempt run concurrently. Run the server with
+/// `maxmemory-policy noeviction` (writes then fail when memory is full, which
+/// the pipeline answers with a 503 and the sender retries), or give it
+/// memory to spare. Every key here has a time to live, so the `volatile-*`
+/// policies (`volatile-ttl` first of all, which evicts the shortest-lived keys,
+/// the leases) evict them just as the `allkeys-*` ones do. On connecting, the
+/// store reads `maxmemory-policy` (when `CONFIG` is allowed) and logs a warning
+/// unless it is `noeviction`.
+///
+/// **Durability.** A claim is only as durable as the server's persistence
+/// (AOF, RDB) and replication (asynchronous: a failover can lose the last
+/// writes, and so let a delivery run twice).
+///
+/// **Timeouts.** `connect_timeout` bounds each connection attempt (the
+/// connection manager reconnects in the background, with one retry);
+/// `command_timeout` bounds every operation, reconnection included. An expired
+/// timeout is [`StoreError::Timeout`], a refused or broken connection
+/// [`StoreError::Unavailable`].
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use webhooks_core::dedup::RedisStore;
+///
+/// let store = RedisStore::builder("redis://cache.internal:6379/0")
+///     .key_prefix("billing:dedup:")
+///     .command_timeout(Duration::from_millis(500))
+///     .connect()
+///     .await?;
+/// # let _ = store; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    connection: ConnectionManager,
+    prefix: Arc<str>,
+    command_timeout: Duration,
+    scripts: Arc<Scripts>,
+}
+
+struct Scripts {
+    claim: Script,
+    complete: Script,
+    release: Script,
+    extend: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Self {
+            claim: Script::new(CLAIM),
+            complete: Script::new(COMPLETE),
+            release: Script::new(RELEASE),
+            extend: Script::new(EXTEND),
+        }
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("command_timeout", &self.command_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`RedisStore`] from a URL; see [`RedisStore::builder`].
+#[derive(Clone)]
+#[must_use]
+pub struct RedisStoreBuilder {
+    url: String,
+    prefix: String,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may hold a password: never printed.
+        f.debug_struct("RedisStoreBuilder")
+            .field("prefix", &self.prefix)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStoreBuilder {
+    /// The prefix put before every pipeline key (default
+    /// [`RedisStore::DEFAULT_PREFIX`]).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How long one connection attempt may take (default
+    /// [`RedisStore::DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one store operation may take (default
+    /// [`RedisStore::DEFAULT_COMMAND_TIMEOUT`]).
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// Connects, checking that the server answers.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Config`] for a URL redis-rs does not accept (`rediss://`
+    /// needs one of redis-rs' TLS features, which webhooks-core does not turn
+    /// on), [`OpenError::Store`] when the server cannot be reached in time.
+    pub async fn connect(self) -> Result<RedisStore, OpenError> {
+        let client = redis::Client::open(self.url.as_str()).map_err(|_| ConfigError::Invalid {
+            what: "redis URL",
+            reason: "not a URL redis-rs accepts (redis://[user:password@]host[:port][/db]; \
+                     rediss:// needs redis-rs' TLS features)",
+        })?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.command_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        let connection = match tokio::time::timeout(
+            self.connect_timeout,
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        {
+            Ok(connection) => connection.map_err(store_error)?,
+            Err(_) => return Err(StoreError::Timeout.into()),
+        };
+        let store = RedisStore::new(connection)
+            .with_key_prefix(&self.prefix)
+            .with_command_timeout(self.command_timeout);
+        store.warn_unless_noeviction().await;
+        Ok(store)
+    }
+}
+
+impl RedisStore {
+    /// Default of [`RedisStoreBuilder::key_prefix`]: `dedup:`, so that a
+    /// pipeline key `webhooks:standard-webhooks:msg_1` is stored as
+    /// `dedup:webhooks:standard-webhooks:msg_1`.
+    pub const DEFAULT_PREFIX: &str = "dedup:";
+    /// Default of [`RedisStoreBuilder::connect_timeout`]: 5 seconds.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Default of [`RedisStoreBuilder::command_timeout`]: 2 seconds.
+    pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+
+    /// A builder for a store on the server at `url`
+    /// (`redis://[user:password@]host[:port][/db]`, `redis+unix:///path`).
+    pub fn builder(url: &str) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.to_owned(),
+            prefix: Self::DEFAULT_PREFIX.to_owned(),
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            command_timeout: Self::DEFAULT_COMMAND_TIMEOUT,
+        }
+    }
+
+    /// Connects with the defaults; see [`builder`](Self::builder).
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        Self::builder(url).connect().await
+    }
+
+    /// A store on an existing connection manager, with the default prefix and
+    /// command timeout. The manager's own timeouts and retries apply too.
+    #[must_use]
+    pub fn new(connection: ConnectionManager) -> Self {
+        Self {
+            connection,
+            prefix: Arc::from(Self::DEFAULT_PREFIX),
+            command_timeout: Self::DEFAULT_COMMAND_TIMEOUT,
+            scripts: Arc::new(Scripts::new()),
+        }
+    }
+
+    /// Uses `prefix` before every key instead.
+    #[must_use]
+    pub fn with_key_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = Arc::from(prefix);
+        self
+    }
+
+    /// Bounds every operation by `timeout` instead.
+    #[must_use]
+    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// The key prefix.
+    #[must_use]
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The connection manager.
+    #[must_use]
+    pub fn connection(&self) -> &ConnectionManager {
+        &self.connection
+    }
+
+    /// Logs a warning when the server may evict keys. Silent when `CONFIG`
+    /// is not allowed (managed services often disable it).
+    async fn warn_unless_noeviction(&self) {
+        let mut connection = self.connection.clone();
+        let reply = tokio::time::timeout(
+            self.command_timeout,
+            redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("maxmemory-policy")
+                .query_async::<HashMap<String, String>>(&mut connection),
+        )
+        .await;
+        match reply {
+            Ok(Ok(config)) => match config.get("maxmemory-policy").map(String::as_str) {
+                Some("noeviction") | None => {}
+                Some(policy) => tracing::warn!(
+                    policy,
+                    "the Redis server may evict dedup keys (maxmemory-policy is not noeviction): \
+                     an evicted key lets a delivery run twice"
+                ),
+            },
+            Ok(Err(error)) => {
+                tracing::debug!(error = %error, "could not read maxmemory-policy");
+            }
+            Err(_) => tracing::debug!("reading maxmemory-policy timed out"),
+        }
+    }
+
+    fn key(&self, key: &str) -> String {
+        let mut full = String::with_capacity(self.prefix.len() + key.len());
+        full.push_str(&self.prefix);
+        full.push_str(key);
+        full
+    }
+
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        key: &str,
+        token: ClaimToken,
+        millis: Option<u64>,
+    ) -> Result<T, StoreError> {
+        let mut invocation = script.prepare_invoke();
+        invocation.key(self.key(key)).arg(token.to_hex());
+        if let Some(millis) = millis {
+            invocation.arg(millis);
+        }
+        let mut connection = self.connection.clone();
+        match tokio::time::timeout(
+            self.command_timeout,
+            invocation.invoke_async(&mut connection),
+        )
+        .await
+        {
+            Ok(result) => result.map_err(store_error),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    async fn token_script(
+        &self,
+        script: &Script,
+        key: &str,
+        token: ClaimToken,
+        millis: Option<u64>,
+    ) -> Result<Transition, StoreError> {
+        Ok(match self.run::<i64>(script, key, token, millis).await? {
+            1 => Transition::Applied,
+            _ => Transition::Stale,
+        })
+    }
+}
+
+/// Milliseconds for `PX` / `PEXPIRE`: at least 1 (0 is an error in Redis).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Maps a redis-rs error into the store's error, keeping it as the source.
+fn store_error(error: RedisError) -> StoreError {
+    if error.is_timeout() {
+        StoreError::Timeout
+    } else {
+        StoreError::unavailable(error)
+    }
+}
+
+#[async_trait::async_trait]
+impl DedupStore for RedisStore {
+    async fn claim(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        let (code, ttl): (i64, i64) = self
+            .run(&self.scripts.claim, key, token, Some(millis(lease)))
+            .await?;
+        Ok(match code {
+            1 => Claim::Claimed,
+            2 => Claim::Completed,
+            3 => Claim::InFlight {
+                // -1 (no expiry: a key not written by this store) or -2
+                // (gone): retry soon.
+                retry_after: Duration::from_millis(u64::try_from(ttl).unwrap_or(1_000)),
+            },
+            other => {
+                return Err(StoreError::Protocol(format!(
+                    "claim script returned {other}"
+                )));
+            }
+        })
+    }
+
+    async fn complete(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> Result<Transition, StoreError> {
+        self.token_script(&self.scripts.complete, key, token, Some(millis(retention)))
+            .await
+    }
+
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
+        self.token_script(&self.scripts.release, key, token, None)
+            .await
+    }
+
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, StoreError> {
+        self.token_script(&self.scripts.extend, key, token, Some(millis(lease)))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn done_marker_is_never_a_token() {
+        assert!(ClaimToken::from_hex("done").is_none());
+        assert!(CLAIM.contains("'done'") && COMPLETE.contains("'done'"));
+        assert_eq!(millis(Duration::ZERO), 1);
+    }
+}

@@ -1,0 +1,250 @@
+//! Shared by webhooks-core's integration tests: where the test services are,
+//! whether to skip or fail when one is down, unique names, and a TCP proxy
+//! that can stall or cut a connection to a real server.
+//!
+//! Use it from a test file with `mod support;`.
+//!
+//! Service URLs come from the environment at run time:
+//!
+//! | variable | default |
+//! |---|---|
+//! | `WEBHOOKS_REDIS_URL` | `redis://127.0.0.1:6379` |
+//! | `WEBHOOKS_POSTGRES_URL` | `postgres://postgres@127.0.0.1:5432/test` |
+//! | `WEBHOOKS_MYSQL_URL` | `mysql://root@127.0.0.1:3306/test` |
+//!
+//! A service that does not accept a TCP connection makes the helper return
+//! `None` (the test then skips, saying so on stderr), except under `CI=true`,
+//! where it panics: CI must never pass by skipping.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test file uses a different part of this module"
+)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// Whether this run is CI's (`CI=true` or `CI=1`): an unreachable service
+/// fails the test instead of skipping it.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// The Redis URL, if the server accepts connections.
+pub async fn redis_url() -> Option<String> {
+    service_url("Redis", "WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379").await
+}
+
+/// The PostgreSQL URL, if the server accepts connections.
+pub async fn postgres_url() -> Option<String> {
+    service_url(
+        "PostgreSQL",
+        "WEBHOOKS_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/test",
+    )
+    .await
+}
+
+/// The MySQL / MariaDB URL, if the server accepts connections.
+pub async fn mysql_url() -> Option<String> {
+    service_url(
+        "MySQL/MariaDB",
+        "WEBHOOKS_MYSQL_URL",
+        "mysql://root@127.0.0.1:3306/test",
+    )
+    .await
+}
+
+/// `env`'s value (or `default`) if its host accepts a TCP connection within
+/// two seconds. Otherwise: a panic under CI, else `None` after an `eprintln!`.
+pub async fn service_url(service: &str, env: &str, default: &str) -> Option<String> {
+    let url = std::env::var(env).unwrap_or_else(|_| default.to_owned());
+    let Some(address) = authority(&url) else {
+        panic!("{env} has no host:port: set it to a URL like {default}");
+    };
+    let reachable = matches!(
+        tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&address)).await,
+        Ok(Ok(_))
+    );
+    if reachable {
+        return Some(url);
+    }
+    let message = format!("{service} is not reachable at {address} (set {env} to point elsewhere)");
+    assert!(!ci(), "{message}, and CI=true: failing instead of skipping");
+    eprintln!("SKIPPED: {message}; set CI=true to fail instead");
+    None
+}
+
+/// The `host:port` of `url` (no user, no password), with the scheme's
+/// default port when it has none.
+pub fn authority(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (start, end) = authority_span(rest);
+    let host_port = &rest[start..end];
+    if host_port.is_empty() {
+        return None;
+    }
+    if host_port
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+    {
+        return Some(host_port.to_owned());
+    }
+    let port = match scheme {
+        "redis" | "rediss" => 6379,
+        "postgres" | "postgresql" => 5432,
+        "mysql" | "mariadb" => 3306,
+        _ => return None,
+    };
+    Some(format!("{host_port}:{port}"))
+}
+
+/// `url` with its `host:port` replaced by `host_port` (user, password,
+/// path and query kept).
+pub fn with_authority(url: &str, host_port: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (start, end) = authority_span(rest);
+    format!("{scheme}://{}{host_port}{}", &rest[..start], &rest[end..])
+}
+
+/// Byte range of `host[:port]` in the part of a URL after `://`.
+fn authority_span(rest: &str) -> (usize, usize) {
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let start = rest[..end].rfind('@').map_or(0, |at| at + 1);
+    (start, end)
+}
+
+/// A random 12-hex-digit suffix for table names and key prefixes, so that
+/// parallel tests and runs never collide.
+pub fn unique_suffix() -> String {
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes).expect("OS randomness");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A TCP proxy to a real server, for fault injection: it forwards bytes both
+/// ways until told to [`freeze`](Self::freeze) (connections stay open but
+/// nothing passes: a hung server) or [`kill`](Self::kill) (connections are
+/// cut and new ones refused: a dead server). Dropping it kills it.
+pub struct FaultProxy {
+    address: SocketAddr,
+    frozen: Arc<AtomicBool>,
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    accept: JoinHandle<()>,
+}
+
+impl FaultProxy {
+    /// Listens on a free loopback port and forwards to `upstream` (`host:port`).
+    pub async fn start(upstream: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let address = listener.local_addr().expect("proxy address");
+        let frozen = Arc::new(AtomicBool::new(false));
+        let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let upstream = upstream.to_owned();
+        let accept = {
+            let frozen = Arc::clone(&frozen);
+            let tasks = Arc::clone(&tasks);
+            tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    let Ok(server) = TcpStream::connect(&upstream).await else {
+                        continue;
+                    };
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    let up = tokio::spawn(pump(client_read, server_write, Arc::clone(&frozen)));
+                    let down = tokio::spawn(pump(server_read, client_write, Arc::clone(&frozen)));
+                    tasks.lock().unwrap().extend([up, down]);
+                }
+            })
+        };
+        Self {
+            address,
+            frozen,
+            tasks,
+            accept,
+        }
+    }
+
+    /// The proxy's `host:port`.
+    pub fn authority(&self) -> String {
+        self.address.to_string()
+    }
+
+    /// Stops forwarding: connections stay open, nothing passes.
+    pub fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+    }
+
+    /// Forwards again.
+    pub fn thaw(&self) {
+        self.frozen.store(false, Ordering::SeqCst);
+    }
+
+    /// Cuts every connection and refuses new ones.
+    pub fn kill(&self) {
+        self.accept.abort();
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    frozen: Arc<AtomicBool>,
+) {
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        let read = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        while frozen.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorities_are_found_and_replaced() {
+        assert_eq!(
+            authority("postgres://u:p@db:5433/x?sslmode=disable").as_deref(),
+            Some("db:5433")
+        );
+        assert_eq!(
+            authority("redis://127.0.0.1").as_deref(),
+            Some("127.0.0.1:6379")
+        );
+        assert_eq!(
+            with_authority("mysql://root:pw@127.0.0.1:3306/test", "127.0.0.1:1"),
+            "mysql://root:pw@127.0.0.1:1/test"
+        );
+        assert_eq!(
+            with_authority("redis://127.0.0.1:6379", "127.0.0.1:9"),
+            "redis://127.0.0.1:9"
+        );
+    }
+}
