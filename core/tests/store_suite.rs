@@ -42,6 +42,20 @@ trait Backend: Sized {
             None => None,
         }
     }
+    /// Another instance on the same table or prefix whose command timeout
+    /// is 500 ms; `None` where there is nothing to wait for.
+    async fn open_short(&self) -> Option<Arc<dyn DedupStore>> {
+        match self.authority() {
+            Some(host_port) => Some(self.open_at(&host_port).await.expect("open")),
+            None => None,
+        }
+    }
+    /// Makes `key`'s row (or the whole database) wait for a lock held by
+    /// another session until the guard is dropped; `None` where no lock can
+    /// be held from outside.
+    async fn hold_lock(&self, _key: &str) -> Option<Box<dyn std::any::Any + Send>> {
+        None
+    }
     /// Removes what the test left.
     async fn cleanup(self) {}
 }
@@ -491,6 +505,59 @@ mod scenarios {
         proxy.kill();
         backend.cleanup().await;
     }
+
+    /// A row locked by another session (a long transaction, a stuck
+    /// migration): claim and complete give up with `Timeout` after the
+    /// command timeout instead of waiting.
+    pub(super) async fn lock_held_elsewhere_times_out<B: Backend>() {
+        let Some(backend) = B::fresh().await else {
+            return;
+        };
+        let store = backend.open().await;
+        let key = key("locked");
+        let token = ClaimToken::random();
+        assert_eq!(
+            store.claim(&key, token, LEASE).await.unwrap(),
+            Claim::Claimed
+        );
+        let Some(guard) = backend.hold_lock(&key).await else {
+            backend.cleanup().await;
+            return;
+        };
+        let short = backend
+            .open_short()
+            .await
+            .expect("a backend with locks has timeouts");
+        let started = Instant::now();
+        let error = short
+            .claim(&key, ClaimToken::random(), LEASE)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, StoreError::Timeout), "{error:?}");
+        let error = short.complete(&key, token, LEASE).await.unwrap_err();
+        assert!(matches!(error, StoreError::Timeout), "{error:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "took {:?}",
+            started.elapsed()
+        );
+        drop(guard);
+        // Once the lock is gone, the claim still holds. A timed-out statement
+        // may still run in the database once the lock is released (MySQL
+        // keeps it waiting up to `innodb_lock_wait_timeout`): the late
+        // `complete` then applies, and ours finds the key completed.
+        let last = store.complete(&key, token, LEASE).await.unwrap();
+        assert!(matches!(last, Transition::Applied | Transition::Stale));
+        assert_eq!(
+            store
+                .claim(&key, ClaimToken::random(), LEASE)
+                .await
+                .unwrap(),
+            Claim::Completed
+        );
+        drop((store, short));
+        backend.cleanup().await;
+    }
 }
 
 /// Instantiates every scenario for one backend.
@@ -510,6 +577,7 @@ macro_rules! store_suite {
                 hung_server_times_out,
                 dead_server_is_unavailable,
                 silent_server_fails_fast,
+                lock_held_elsewhere_times_out,
             );
         }
     };
@@ -634,6 +702,21 @@ impl Backend for Postgres {
         .await?;
         Ok(Arc::new(store))
     }
+    async fn hold_lock(&self, key: &str) -> Option<Box<dyn std::any::Any + Send>> {
+        let (namespace, id) = key.split_once(':').expect("a namespaced key");
+        let mut tx = self.store.pool().begin().await.expect("begin");
+        let lock = format!(
+            "SELECT 1 FROM \"{}\" WHERE namespace = $1 AND id = $2 FOR UPDATE",
+            self.store.table()
+        );
+        sqlx::query(&lock)
+            .bind(namespace)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("lock the row");
+        Some(Box::new(tx))
+    }
     async fn cleanup(self) {
         let drop_table = format!("DROP TABLE IF EXISTS \"{}\"", self.store.table());
         sqlx::query(&drop_table)
@@ -692,6 +775,21 @@ impl Backend for MySql {
         .await?;
         Ok(Arc::new(store))
     }
+    async fn hold_lock(&self, key: &str) -> Option<Box<dyn std::any::Any + Send>> {
+        let (namespace, id) = key.split_once(':').expect("a namespaced key");
+        let mut tx = self.store.pool().begin().await.expect("begin");
+        let lock = format!(
+            "SELECT 1 FROM `{}` WHERE namespace = ? AND id = ? FOR UPDATE",
+            self.store.table()
+        );
+        sqlx::query(&lock)
+            .bind(namespace)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("lock the row");
+        Some(Box::new(tx))
+    }
     async fn cleanup(self) {
         let drop_table = format!("DROP TABLE IF EXISTS `{}`", self.store.table());
         sqlx::query(&drop_table)
@@ -742,6 +840,29 @@ impl Backend for Sqlite {
                 .await
                 .expect("open SQLite"),
         )
+    }
+    async fn open_short(&self) -> Option<Arc<dyn DedupStore>> {
+        let store = webhooks_core::dedup::SqliteStore::builder(&self.url())
+            .command_timeout(Duration::from_millis(500))
+            .connect()
+            .await
+            .expect("open SQLite");
+        Some(Arc::new(store))
+    }
+    async fn hold_lock(&self, key: &str) -> Option<Box<dyn std::any::Any + Send>> {
+        // SQLite locks the whole database for writing.
+        let (namespace, id) = key.split_once(':').expect("a namespaced key");
+        let store = webhooks_core::dedup::SqliteStore::connect(&self.url())
+            .await
+            .expect("open SQLite");
+        let mut tx = store.pool().begin().await.expect("begin");
+        sqlx::query("UPDATE webhooks_dedup SET state = state WHERE namespace = ?1 AND id = ?2")
+            .bind(namespace)
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .expect("take the write lock");
+        Some(Box::new((tx, store)))
     }
     async fn open_unreachable(&self) -> Option<Result<Arc<dyn DedupStore>, OpenError>> {
         let missing = self.path.with_extension("missing-dir").join("dedup.db");

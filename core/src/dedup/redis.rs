@@ -59,7 +59,8 @@ return 0
 /// holder's [`ClaimToken`] in hex while in flight and `done` once completed,
 /// and whose time to live is the lease, then the retention. Every operation
 /// is one Lua script on that one key (atomic, and Redis Cluster safe: no
-/// operation touches two keys):
+/// operation touches two keys, though this store itself talks to one server,
+/// a primary or a cluster-aware proxy):
 ///
 /// - claim: `SET key token NX PX lease`; when the key exists, the same script
 ///   reads it and answers completed, or in flight with its `PTTL`;
@@ -89,7 +90,8 @@ return 0
 /// connection manager reconnects in the background, with one retry);
 /// `command_timeout` bounds every operation, reconnection included. An expired
 /// timeout is [`StoreError::Timeout`], a refused or broken connection
-/// [`StoreError::Unavailable`].
+/// [`StoreError::Unavailable`]. A script that timed out may still have run:
+/// a late claim then acts like an attempt that crashed (its lease expires).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {

@@ -36,7 +36,10 @@
 //! an equivalent (PostgreSQL `statement_timeout`, InnoDB
 //! `innodb_lock_wait_timeout`, SQLite's busy timeout). An expired timeout is
 //! [`StoreError::Timeout`]; a refused or broken connection is
-//! [`StoreError::Unavailable`].
+//! [`StoreError::Unavailable`]. A statement that timed out may still take
+//! effect afterwards (it was sent; InnoDB, for one, keeps it waiting for its
+//! lock): a late claim then acts like an attempt that crashed (its lease
+//! expires), a late `complete` or `release` as if it had answered in time.
 //!
 //! **TLS.** webhooks-core enables none of sqlx's TLS features. To reach a
 //! database over TLS, add sqlx to your own `Cargo.toml` with one of them
@@ -169,6 +172,7 @@ pub(crate) fn remaining(now: i64, deadline: i64) -> Duration {
 pub(crate) fn store_error(error: sqlx::Error) -> StoreError {
     match error {
         sqlx::Error::PoolTimedOut => StoreError::Timeout,
+        sqlx::Error::Database(ref db) if is_database_timeout(db.as_ref()) => StoreError::Timeout,
         sqlx::Error::Protocol(_)
         | sqlx::Error::RowNotFound
         | sqlx::Error::TypeNotFound { .. }
@@ -178,6 +182,29 @@ pub(crate) fn store_error(error: sqlx::Error) -> StoreError {
         | sqlx::Error::Decode(_) => StoreError::Protocol(error.to_string()),
         other => StoreError::unavailable(other),
     }
+}
+
+/// Whether the database gave up waiting: PostgreSQL's `statement_timeout`
+/// (SQLSTATE 57014) or `lock_timeout` (55P03), InnoDB's lock wait timeout
+/// (1205), MySQL's `max_execution_time` (3024), MariaDB's
+/// `max_statement_time` (1969), SQLite's busy timeout (`SQLITE_BUSY`, 5).
+fn is_database_timeout(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
+    #[cfg(feature = "mysql")]
+    if let Some(mysql) = error.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        return matches!(mysql.number(), 1205 | 1969 | 3024);
+    }
+    #[cfg(feature = "sqlite")]
+    if error
+        .try_downcast_ref::<sqlx::sqlite::SqliteError>()
+        .is_some()
+    {
+        // Extended codes of SQLITE_BUSY keep 5 in their low byte.
+        return error
+            .code()
+            .and_then(|code| code.parse::<i32>().ok())
+            .is_some_and(|code| code & 0xff == 5);
+    }
+    matches!(error.code().as_deref(), Some("57014" | "55P03"))
 }
 
 /// Runs one store operation within `limit`.

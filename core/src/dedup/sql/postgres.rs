@@ -325,6 +325,10 @@ impl PostgresStore {
     /// Runs [`purge_expired`](Self::purge_expired) every `interval` in a
     /// background task (batches of 1000), until the returned handle is dropped.
     /// Failures are logged (`tracing`), never fatal.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime.
     pub fn spawn_purge(&self, interval: Duration) -> PurgeTask {
         let store = self.clone();
         PurgeTask::spawn(interval, "postgres", move || {
