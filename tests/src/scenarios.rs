@@ -17,7 +17,8 @@ use crate::keys;
 
 /// A scenario's result: `Err` says what differed.
 pub type Outcome = Result<(), String>;
-type ScenarioFn = fn(Env) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
+/// One scenario: an async function of its environment.
+pub type ScenarioFn = fn(Env) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
 
 /// The body limit of the test apps.
 pub const LIMIT: usize = 16 * 1024;

@@ -4,13 +4,13 @@
 use libtest_mimic::{Arguments, Failed, Trial};
 use webhooks_conformance::apps::Framework;
 use webhooks_conformance::backends::Backend;
-use webhooks_conformance::scenarios::{Env, SCENARIOS};
+use webhooks_conformance::scenarios::{Env, SCENARIOS, ScenarioFn};
 
 fn run(
     framework: Framework,
     backend: Backend,
     name: &'static str,
-    f: fn(Env) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>,
+    f: ScenarioFn,
 ) -> Result<(), Failed> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
