@@ -1,0 +1,259 @@
+//! Cost of verifying one delivery of a 1 KiB JSON body with each of
+//! webhooks-core's schemes, each next to the raw cryptography over the same
+//! signed content, measured in the same run:
+//!
+//! | group | `webhooks_core` | `raw` (the floor) |
+//! |---|---|---|
+//! | `standard_v1` | `StandardWebhooks::verify`, one `whsec_` secret | HMAC-SHA256 of `{id}.{ts}.{body}` |
+//! | `standard_v1a` | `StandardWebhooks::verify`, one `whpk_` public key | `VerifyingKey::verify_strict` over `{id}.{ts}.{body}`, already concatenated |
+//! | `stripe` | `Stripe::verify` (also reads the body's `"id"` and `"type"`) | HMAC-SHA256 of `{t}.{body}` |
+//! | `github` | `GitHub::verify` | HMAC-SHA256 of the body |
+//! | `slack` | `Slack::verify` | HMAC-SHA256 of `v0:{ts}:{body}` |
+//! | `shopify` | `Shopify::verify` | HMAC-SHA256 of the body |
+//! | `generic_hmac` | `GenericHmac` configured like GitHub (`x-hub-signature-256`, `sha256=` hex, delivery and event headers) | HMAC-SHA256 of the body |
+//!
+//! The raw HMAC (hmac 0.13 + sha2 0.11) keys a fresh state with
+//! `new_from_slice`, feeds the pieces with `update`, finalizes and compares
+//! with the already-decoded expected tag, as `raw_hmac` in `verify.rs` does;
+//! the raw ed25519 check (ed25519-dalek 3) gets the already-parsed key and
+//! signature. Neither reads a header.
+//!
+//! Peers: `stripe` also measures `async_stripe_webhook`, async-stripe's
+//! `stripe_webhook::Webhook::construct_event_with_timestamp` (signature check
+//! plus its parse of the whole event; the event type is one whose object this
+//! build leaves untyped). The body is therefore a Stripe-shaped event, used
+//! by every scheme. No GitHub peer: the well-known crate (octocrab) brings an
+//! HTTP client stack, and the small validator crates check only SHA-1.
+//!
+//! Every contender accepts its delivery before it is timed. Timestamps are
+//! fixed and `now` is passed in, so the clock is not read.
+//!
+//! ```text
+//! cd core/bench && cargo bench --bench schemes -- --warm-up-time 1 --measurement-time 3
+//! ```
+//!
+//! Medians land in `target/criterion/<group>/<name>/new/estimates.json`.
+
+use std::hint::black_box;
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use hmac::{KeyInit as _, Mac as _};
+use http::HeaderMap;
+use webhooks_core::Verifier;
+use webhooks_core::scheme::standard::Signer;
+use webhooks_core::scheme::{GenericHmac, GitHub, Shopify, Slack, StandardWebhooks, Stripe};
+
+const LEN: usize = 1024;
+const TS: u64 = 1_700_000_000;
+const ID: &str = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// base64 of a 32-byte ed25519 seed.
+const ED25519_SECRET: &str = "whsk_BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+const STRIPE_SECRET: &str = "whsec_test_5Tq1rS0bXbKcYxLr3dWnPzQe";
+const SECRET: &[u8] = b"It's a Secret to Everybody";
+const DELIVERY: &str = "72d3162e-cc78-11e3-81ab-4c9367dc0958";
+
+/// A Stripe-shaped event of exactly 1 KiB, padded in `data.object.description`
+/// (ASCII; its type's object is left untyped by async-stripe without features).
+fn body() -> Vec<u8> {
+    let head = concat!(
+        r#"{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","api_version":null,"#,
+        r#""created":1700000000,"data":{"object":{"id":"ii_1NG8Du2eZvKYlo2C","#,
+        r#""object":"invoiceitem","amount":1000,"currency":"usd","#,
+        r#""customer":"cus_NffrFeUfNV2Hib","description":""#,
+    );
+    let tail = concat!(
+        r#""}},"livemode":false,"pending_webhooks":1,"#,
+        r#""request":{"id":null,"idempotency_key":null},"type":"invoiceitem.created"}"#,
+    );
+    let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ";
+    let mut body = head.as_bytes().to_vec();
+    let mut i = 0usize;
+    while body.len() < LEN - tail.len() {
+        body.push(alphabet[i % alphabet.len()]);
+        i = i.wrapping_mul(31).wrapping_add(7) % 1_000_003;
+    }
+    body.extend_from_slice(tail.as_bytes());
+    assert_eq!(body.len(), LEN);
+    body
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn value<'h>(headers: &'h HeaderMap, name: &str) -> &'h str {
+    headers[name].to_str().expect("ASCII header")
+}
+
+/// HMAC-SHA256 of `parts` with a freshly keyed state, compared with `expected`.
+fn raw_hmac(key: &[u8], parts: &[&[u8]], expected: &[u8]) -> bool {
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(black_box(key)).unwrap();
+    for part in parts {
+        mac.update(black_box(part));
+    }
+    let tag = mac.finalize().into_bytes();
+    tag.as_slice() == black_box(expected)
+}
+
+/// One group: the raw floor, then ours, then any peers.
+fn group<V: Verifier>(
+    c: &mut Criterion,
+    name: &str,
+    raw: &dyn Fn() -> bool,
+    ours: &V,
+    headers: &HeaderMap,
+    body: &[u8],
+    peers: &[(&str, &dyn Fn() -> bool)],
+) {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(TS);
+    assert!(raw(), "{name}: raw accepts");
+    ours.verify(headers, body, now)
+        .unwrap_or_else(|e| panic!("{name}: ours accepts: {e}"));
+    for (peer, verify) in peers {
+        assert!(verify(), "{name}: {peer} accepts");
+    }
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Bytes(body.len() as u64));
+    group.bench_function("raw", |b| b.iter(|| assert!(raw())));
+    group.bench_function("webhooks_core", |b| {
+        b.iter(|| {
+            ours.verify(black_box(headers), black_box(body), now)
+                .unwrap()
+        })
+    });
+    for (peer, verify) in peers {
+        group.bench_function(*peer, |b| b.iter(|| assert!(verify())));
+    }
+    group.finish();
+}
+
+fn bench(c: &mut Criterion) {
+    let body = body();
+    let ts_text = TS.to_string();
+
+    // Standard Webhooks v1 (HMAC).
+    let ours = StandardWebhooks::new(STANDARD_SECRET).expect("v1 verifier");
+    let headers = ours.sign_headers(ID, TS, &body).expect("v1 headers");
+    let key = B64
+        .decode(STANDARD_SECRET.trim_start_matches("whsec_"))
+        .unwrap();
+    let tag = B64
+        .decode(value(&headers, "webhook-signature").trim_start_matches("v1,"))
+        .unwrap();
+    let raw = || {
+        raw_hmac(
+            &key,
+            &[ID.as_bytes(), b".", ts_text.as_bytes(), b".", &body],
+            &tag,
+        )
+    };
+    group(c, "standard_v1", &raw, &ours, &headers, &body, &[]);
+
+    // Standard Webhooks v1a (ed25519).
+    let signer = Signer::ed25519(ED25519_SECRET).expect("ed25519 signer");
+    let public_key = signer.public_key().expect("a public key");
+    let ours = StandardWebhooks::builder()
+        .public_key(&public_key)
+        .build()
+        .expect("v1a verifier");
+    let headers = signer.headers(ID, TS, &body).expect("v1a headers");
+    let pk: [u8; 32] = B64
+        .decode(public_key.trim_start_matches("whpk_"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let pk = ed25519_dalek::VerifyingKey::from_bytes(&pk).unwrap();
+    let sig: [u8; 64] = B64
+        .decode(value(&headers, "webhook-signature").trim_start_matches("v1a,"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let sig = ed25519_dalek::Signature::from_bytes(&sig);
+    let content = [ID.as_bytes(), b".", ts_text.as_bytes(), b".", &body].concat();
+    let raw = || {
+        black_box(&pk)
+            .verify_strict(black_box(&content), black_box(&sig))
+            .is_ok()
+    };
+    group(c, "standard_v1a", &raw, &ours, &headers, &body, &[]);
+
+    // Stripe, and async-stripe's webhook crate.
+    let ours = Stripe::new(STRIPE_SECRET).expect("stripe verifier");
+    let headers = ours.sign_headers(TS, &body).expect("stripe headers");
+    let signature = value(&headers, "stripe-signature");
+    let tag = unhex(signature.rsplit_once("v1=").unwrap().1);
+    let raw = || {
+        raw_hmac(
+            STRIPE_SECRET.as_bytes(),
+            &[ts_text.as_bytes(), b".", &body],
+            &tag,
+        )
+    };
+    let body_text = std::str::from_utf8(&body).unwrap();
+    let now_secs = i64::try_from(TS).unwrap();
+    let async_stripe = || {
+        stripe_webhook::Webhook::construct_event_with_timestamp(
+            black_box(body_text),
+            black_box(signature),
+            STRIPE_SECRET,
+            now_secs,
+        )
+        .is_ok()
+    };
+    group(
+        c,
+        "stripe",
+        &raw,
+        &ours,
+        &headers,
+        &body,
+        &[("async_stripe_webhook", &async_stripe)],
+    );
+
+    // GitHub.
+    let ours = GitHub::new(SECRET).expect("github verifier");
+    let headers = ours
+        .sign_headers(DELIVERY, "invoiceitem", &body)
+        .expect("github headers");
+    let tag = unhex(value(&headers, "x-hub-signature-256").trim_start_matches("sha256="));
+    let raw = || raw_hmac(SECRET, &[&body], &tag);
+    group(c, "github", &raw, &ours, &headers, &body, &[]);
+
+    // GenericHmac configured like GitHub, on GitHub's headers.
+    let generic = GenericHmac::builder("github-like", "x-hub-signature-256")
+        .secret(SECRET)
+        .prefix("sha256=")
+        .id_header("x-github-delivery")
+        .event_type_header("x-github-event")
+        .build()
+        .expect("generic verifier");
+    group(c, "generic_hmac", &raw, &generic, &headers, &body, &[]);
+
+    // Slack.
+    let ours = Slack::new(SECRET).expect("slack verifier");
+    let headers = ours.sign_headers(TS, &body).expect("slack headers");
+    let tag = unhex(value(&headers, "x-slack-signature").trim_start_matches("v0="));
+    let raw = || raw_hmac(SECRET, &[b"v0:", ts_text.as_bytes(), b":", &body], &tag);
+    group(c, "slack", &raw, &ours, &headers, &body, &[]);
+
+    // Shopify.
+    let ours = Shopify::new(SECRET).expect("shopify verifier");
+    let headers = ours
+        .sign_headers(DELIVERY, "orders/create", &body)
+        .expect("shopify headers");
+    let tag = B64
+        .decode(value(&headers, "x-shopify-hmac-sha256"))
+        .unwrap();
+    let raw = || raw_hmac(SECRET, &[&body], &tag);
+    group(c, "shopify", &raw, &ours, &headers, &body, &[]);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
