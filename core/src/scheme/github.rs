@@ -32,7 +32,7 @@ use std::fmt;
 use std::time::SystemTime;
 
 use hmac::{Hmac, KeyInit as _, Mac as _};
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use sha1::Sha1;
 
 use super::{
@@ -45,6 +45,11 @@ const SIGNATURE_256: &str = "x-hub-signature-256";
 const SIGNATURE_SHA1: &str = "x-hub-signature";
 const DELIVERY: &str = "x-github-delivery";
 const EVENT: &str = "x-github-event";
+/// The same names, parsed once (see [`header`]).
+static SIGNATURE_256_NAME: HeaderName = HeaderName::from_static(SIGNATURE_256);
+static SIGNATURE_SHA1_NAME: HeaderName = HeaderName::from_static(SIGNATURE_SHA1);
+static DELIVERY_NAME: HeaderName = HeaderName::from_static(DELIVERY);
+static EVENT_NAME: HeaderName = HeaderName::from_static(EVENT);
 const SCHEME: &str = "github";
 
 type HmacSha1 = Hmac<Sha1>;
@@ -156,13 +161,13 @@ impl Verifier for GitHub {
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let index = match (headers.contains_key(SIGNATURE_256), &self.sha1) {
-            (false, Some(keys)) if headers.contains_key(SIGNATURE_SHA1) => {
-                let (_, value) = header(headers, &[SIGNATURE_SHA1])?;
+        let index = match (headers.contains_key(&SIGNATURE_256_NAME), &self.sha1) {
+            (false, Some(keys)) if headers.contains_key(&SIGNATURE_SHA1_NAME) => {
+                let value = header(headers, &SIGNATURE_SHA1_NAME, SIGNATURE_SHA1)?;
                 self.verify_sha1(keys, value, body)?
             }
             _ => {
-                let (_, value) = header(headers, &[SIGNATURE_256])?;
+                let value = header(headers, &SIGNATURE_256_NAME, SIGNATURE_256)?;
                 let hex = value
                     .trim()
                     .strip_prefix("sha256=")
@@ -178,9 +183,9 @@ impl Verifier for GitHub {
         };
         Ok(Verified {
             scheme: SCHEME,
-            id: optional_header(headers, DELIVERY)?.map(str::to_owned),
+            id: optional_header(headers, &DELIVERY_NAME, DELIVERY)?.map(str::to_owned),
             timestamp: None,
-            event_type: optional_header(headers, EVENT)?.map(str::to_owned),
+            event_type: optional_header(headers, &EVENT_NAME, EVENT)?.map(str::to_owned),
             matched_key: MatchedKey::Secret(index),
         })
     }

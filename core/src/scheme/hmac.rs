@@ -94,6 +94,33 @@ pub struct GenericHmac {
     tolerance: Duration,
     id_header: Option<&'static str>,
     event_type_header: Option<&'static str>,
+    /// The configured names, parsed once at build (see [`header`]).
+    names: HeaderNames,
+}
+
+/// [`GenericHmac`]'s header names, parsed, each with the name as configured
+/// for errors.
+#[derive(Clone)]
+struct HeaderNames {
+    signature: Named,
+    /// Present exactly when a timestamp is signed.
+    timestamp: Option<Named>,
+    id: Option<Named>,
+    event_type: Option<Named>,
+}
+
+#[derive(Clone)]
+struct Named {
+    name: HeaderName,
+    shown: &'static str,
+}
+
+impl Named {
+    fn parse(shown: &'static str) -> Result<Self, ConfigError> {
+        let name = HeaderName::from_bytes(shown.as_bytes())
+            .map_err(|_| ConfigError::Setting("invalid header name"))?;
+        Ok(Self { name, shown })
+    }
 }
 
 impl fmt::Debug for GenericHmac {
@@ -202,12 +229,13 @@ impl Verifier for GenericHmac {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let (_, value) = header(headers, &[self.signature_header])?;
+        let names = &self.names;
+        let value = header(headers, &names.signature.name, names.signature.shown)?;
         let signature = self.decode(value)?;
-        let (timestamp, ts_text) = match &self.timestamp {
+        let (timestamp, ts_text) = match &names.timestamp {
             Some(ts) => {
-                let (_, raw) = header(headers, &[ts.header])?;
-                let timestamp = parse_timestamp(ts.header, raw)?;
+                let raw = header(headers, &ts.name, ts.shown)?;
+                let timestamp = parse_timestamp(ts.shown, raw)?;
                 check_timestamp(timestamp, now, self.tolerance)?;
                 // Signed exactly as sent (trimmed), like Slack's and Svix's libraries.
                 (Some(timestamp), raw.trim())
@@ -218,15 +246,15 @@ impl Verifier for GenericHmac {
             self.feed(mac, ts_text.as_bytes(), body);
         })
         .ok_or(VerifyError::NoMatchingSignature)?;
-        let optional = |name: Option<&'static str>| match name {
-            Some(name) => optional_header(headers, name).map(|v| v.map(str::to_owned)),
+        let optional = |named: &Option<Named>| match named {
+            Some(n) => optional_header(headers, &n.name, n.shown).map(|v| v.map(str::to_owned)),
             None => Ok(None),
         };
         Ok(Verified {
             scheme: self.scheme,
-            id: optional(self.id_header)?,
+            id: optional(&names.id)?,
             timestamp,
-            event_type: optional(self.event_type_header)?,
+            event_type: optional(&names.event_type)?,
             matched_key: MatchedKey::Secret(index),
         })
     }
@@ -337,16 +365,16 @@ impl GenericHmacBuilder {
         if self.scheme.is_empty() {
             return Err(ConfigError::Setting("scheme name is empty"));
         }
-        let names = [
-            Some(self.signature_header),
-            self.timestamp.as_ref().map(|ts| ts.header),
-            self.id_header,
-            self.event_type_header,
-        ];
-        for name in names.into_iter().flatten() {
-            HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| ConfigError::Setting("invalid header name"))?;
-        }
+        let names = HeaderNames {
+            signature: Named::parse(self.signature_header)?,
+            timestamp: self
+                .timestamp
+                .as_ref()
+                .map(|ts| Named::parse(ts.header))
+                .transpose()?,
+            id: self.id_header.map(Named::parse).transpose()?,
+            event_type: self.event_type_header.map(Named::parse).transpose()?,
+        };
         if self.tolerance.is_some() && self.timestamp.is_none() {
             return Err(ConfigError::Setting(
                 "tolerance needs a signed timestamp header",
@@ -363,6 +391,7 @@ impl GenericHmacBuilder {
             tolerance: self.tolerance.unwrap_or(DEFAULT_TOLERANCE),
             id_header: self.id_header,
             event_type_header: self.event_type_header,
+            names,
         })
     }
 }

@@ -22,7 +22,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use ::hmac::{Hmac, KeyInit, Mac as _};
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
@@ -210,17 +210,22 @@ pub(crate) fn encode_base64(bytes: &[u8]) -> String {
 }
 
 /// The value of an optional header (a delivery id, an event type): `None`
-/// when absent or empty, an error when present but not visible ASCII.
+/// when absent or empty, an error (naming it `shown`) when present but not
+/// visible ASCII.
+///
+/// `name` is parsed once by the caller: looking a header up by `&str` parses
+/// and lower-cases the name on every request.
 pub(crate) fn optional_header<'h>(
     headers: &'h HeaderMap,
-    name: &'static str,
+    name: &HeaderName,
+    shown: &'static str,
 ) -> Result<Option<&'h str>, VerifyError> {
     match headers.get(name) {
         None => Ok(None),
         Some(value) => {
             let value = value
                 .to_str()
-                .map_err(|_| VerifyError::malformed(name, "not visible ASCII"))?
+                .map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?
                 .trim();
             Ok((!value.is_empty()).then_some(value))
         }
@@ -256,22 +261,20 @@ pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && bool::from(a.ct_eq(b))
 }
 
-/// The value of the first of `names` present in `headers`, as visible ASCII.
+/// The value of the required header `name`, as visible ASCII; errors name it
+/// `shown`.
 ///
-/// Returns the name that was found with the value, so errors can name it.
+/// `name` is parsed once by the caller (a `static`, or at build): looking a
+/// header up by `&str` parses and lower-cases the name on every request.
 pub(crate) fn header<'h>(
     headers: &'h HeaderMap,
-    names: &[&'static str],
-) -> Result<(&'static str, &'h str), VerifyError> {
-    for &name in names {
-        if let Some(value) = headers.get(name) {
-            let value = value
-                .to_str()
-                .map_err(|_| VerifyError::malformed(name, "not visible ASCII"))?;
-            return Ok((name, value));
-        }
-    }
-    Err(VerifyError::MissingHeader(names[0]))
+    name: &HeaderName,
+    shown: &'static str,
+) -> Result<&'h str, VerifyError> {
+    let value = headers.get(name).ok_or(VerifyError::MissingHeader(shown))?;
+    value
+        .to_str()
+        .map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))
 }
 
 /// Parses integer Unix seconds: ASCII digits only, no sign, no overflow.

@@ -25,7 +25,7 @@ use std::fmt;
 use std::time::SystemTime;
 
 use hmac::Mac as _;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 use super::{
     HmacKey, SecretList, decode_base64_32, encode_base64, header, header_value, mac_of,
@@ -36,6 +36,10 @@ use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 const SIGNATURE: &str = "x-shopify-hmac-sha256";
 const WEBHOOK_ID: &str = "x-shopify-webhook-id";
 const TOPIC: &str = "x-shopify-topic";
+/// The same names, parsed once (see [`header`]).
+static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
+static WEBHOOK_ID_NAME: HeaderName = HeaderName::from_static(WEBHOOK_ID);
+static TOPIC_NAME: HeaderName = HeaderName::from_static(TOPIC);
 const SCHEME: &str = "shopify";
 
 /// Verifies [Shopify](https://shopify.dev/docs/apps/build/webhooks/subscribe/https) deliveries.
@@ -103,16 +107,16 @@ impl Verifier for Shopify {
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let (_, value) = header(headers, &[SIGNATURE])?;
+        let value = header(headers, &SIGNATURE_NAME, SIGNATURE)?;
         let signature = decode_base64_32(value.trim())
             .ok_or(VerifyError::malformed(SIGNATURE, "not base64 of 32 bytes"))?;
         let index = matching_secret(&self.secrets, &signature, |mac| mac.update(body))
             .ok_or(VerifyError::NoMatchingSignature)?;
         Ok(Verified {
             scheme: SCHEME,
-            id: optional_header(headers, WEBHOOK_ID)?.map(str::to_owned),
+            id: optional_header(headers, &WEBHOOK_ID_NAME, WEBHOOK_ID)?.map(str::to_owned),
             timestamp: None,
-            event_type: optional_header(headers, TOPIC)?.map(str::to_owned),
+            event_type: optional_header(headers, &TOPIC_NAME, TOPIC)?.map(str::to_owned),
             matched_key: MatchedKey::Secret(index),
         })
     }

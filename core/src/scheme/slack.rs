@@ -33,7 +33,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use hmac::Mac as _;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 use super::{
     DEFAULT_TOLERANCE, HmacKey, SecretList, check_timestamp, decode_hex, encode_hex, header,
@@ -43,6 +43,9 @@ use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "x-slack-signature";
 const TIMESTAMP: &str = "x-slack-request-timestamp";
+/// The same names, parsed once (see [`header`]).
+static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
+static TIMESTAMP_NAME: HeaderName = HeaderName::from_static(TIMESTAMP);
 const SCHEME: &str = "slack";
 
 /// Verifies [Slack](https://api.slack.com/authentication/verifying-requests-from-slack)
@@ -127,8 +130,8 @@ impl Verifier for Slack {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let (_, signature) = header(headers, &[SIGNATURE])?;
-        let (_, ts_raw) = header(headers, &[TIMESTAMP])?;
+        let signature = header(headers, &SIGNATURE_NAME, SIGNATURE)?;
+        let ts_raw = header(headers, &TIMESTAMP_NAME, TIMESTAMP)?;
         let timestamp = parse_timestamp(TIMESTAMP, ts_raw)?;
         let hex = signature
             .trim()

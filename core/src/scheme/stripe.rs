@@ -30,7 +30,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use hmac::Mac as _;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 use super::{
     DEFAULT_TOLERANCE, HmacKey, SecretList, check_timestamp, ct_eq, decimal, decode_hex,
@@ -39,6 +39,8 @@ use super::{
 use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "stripe-signature";
+/// The same name, parsed once (see [`header`]).
+static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
 const SCHEME: &str = "stripe";
 /// `v1` entries looked at per request; the rest are ignored, so a huge header
 /// cannot make one request cost thousands of MACs.
@@ -213,7 +215,7 @@ impl Verifier for Stripe {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let (_, value) = header(headers, &[SIGNATURE])?;
+        let value = header(headers, &SIGNATURE_NAME, SIGNATURE)?;
         let parsed = parse_header(value)?;
         check_timestamp(parsed.timestamp, now, self.tolerance)?;
         let candidates = &parsed.v1[..parsed.n_v1];
