@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use webhooks_core::dedup::{
-    Claim, ClaimToken, DedupStore, MemoryStore, MySqlStore, PostgresStore, RedisStore, SqliteStore,
-    Transition,
+    Claim, ClaimToken, DedupStore, MemoryStore, MySqlStore, OpenError, PostgresStore, RedisStore,
+    SqliteStore, Transition,
 };
 
 const LEASE: Duration = Duration::from_secs(60);
@@ -90,7 +90,15 @@ where
     (wall, all)
 }
 
-async fn bench(store: Arc<dyn DedupStore>, claims: usize, tasks: usize) -> Figures {
+/// What every backend is measured with.
+struct Run {
+    claims: usize,
+    tasks: usize,
+    /// The connect timeout.
+    connect: Duration,
+}
+
+async fn bench(store: Arc<dyn DedupStore>, &Run { claims, tasks, .. }: &Run) -> Figures {
     let run = suffix();
     let keys: Arc<Vec<(String, ClaimToken)>> = Arc::new(
         (0..claims)
@@ -132,107 +140,91 @@ async fn bench(store: Arc<dyn DedupStore>, claims: usize, tasks: usize) -> Figur
     }
 }
 
+/// Benchmarks the store if it opened.
+async fn bench_opened<S: DedupStore + 'static>(
+    opened: Result<S, OpenError>,
+    run: &Run,
+) -> Result<Figures, String> {
+    match opened {
+        Ok(store) => Ok(bench(Arc::new(store), run).await),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// Opens the SQL store `$builder` and, if it opened, benchmarks it: creates
+/// its table, measures, drops the table with `$drop` (if given; `{}` is the
+/// table's name) and closes the pool.
+macro_rules! bench_sql {
+    ($run:expr, $builder:expr $(, $drop:literal)?) => {
+        match $builder.connect_timeout($run.connect).connect().await {
+            Ok(store) => {
+                store.migrate().await.expect("migrate");
+                let figures = bench(Arc::new(store.clone()), $run).await;
+                $(
+                    sqlx::query(&format!($drop, store.table()))
+                        .execute(store.pool())
+                        .await
+                        .expect("drop table");
+                )?
+                store.pool().close().await;
+                Ok(figures)
+            }
+            Err(error) => Err(error.to_string()),
+        }
+    };
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
 #[tokio::main]
 async fn main() {
-    let claims = env_count("BENCH_CLAIMS", 20_000);
-    let tasks = env_count("BENCH_TASKS", 16).max(1);
-    let connect = Duration::from_secs(2);
+    let run = Run {
+        claims: env_count("BENCH_CLAIMS", 20_000),
+        tasks: env_count("BENCH_TASKS", 16).max(1),
+        connect: Duration::from_secs(2),
+    };
     let mut rows: Vec<(&str, Result<Figures, String>)> = Vec::new();
 
     let memory: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
-    rows.push(("memory (moka)", Ok(bench(memory, claims, tasks).await)));
+    rows.push(("memory (moka)", Ok(bench(memory, &run).await)));
 
     let redis = RedisStore::builder(&env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379"))
         .key_prefix(format!("dedup-bench:{}:", suffix()))
-        .connect_timeout(connect)
+        .connect_timeout(run.connect)
         .connect()
         .await;
-    rows.push((
-        "redis",
-        match redis {
-            Ok(store) => Ok(bench(Arc::new(store), claims, tasks).await),
-            Err(error) => Err(error.to_string()),
-        },
-    ));
+    rows.push(("redis", bench_opened(redis, &run).await));
 
     let table = format!("dedup_bench_{}", suffix());
-    let postgres = PostgresStore::builder(&env_url(
+    let pool_size = run.tasks as u32;
+    let postgres_url = env_url(
         "WEBHOOKS_POSTGRES_URL",
         "postgres://postgres@127.0.0.1:5432/test",
-    ))
-    .table(&table)
-    .max_connections(tasks as u32)
-    .connect_timeout(connect)
-    .connect()
-    .await;
-    rows.push((
-        "postgres",
-        match postgres {
-            Ok(store) => {
-                store.migrate().await.expect("migrate");
-                let figures = bench(Arc::new(store.clone()), claims, tasks).await;
-                sqlx::query(&format!("DROP TABLE \"{table}\""))
-                    .execute(store.pool())
-                    .await
-                    .expect("drop table");
-                Ok(figures)
-            }
-            Err(error) => Err(error.to_string()),
-        },
-    ));
+    );
+    let postgres = PostgresStore::builder(&postgres_url).table(&table);
+    let postgres = postgres.max_connections(pool_size);
+    rows.push(("postgres", bench_sql!(&run, postgres, "DROP TABLE \"{}\"")));
 
-    let mysql = MySqlStore::builder(&env_url(
-        "WEBHOOKS_MYSQL_URL",
-        "mysql://root@127.0.0.1:3306/test",
-    ))
-    .table(&table)
-    .max_connections(tasks as u32)
-    .connect_timeout(connect)
-    .connect()
-    .await;
+    let mysql_url = env_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test");
+    let mysql = MySqlStore::builder(&mysql_url).table(&table);
+    let mysql = mysql.max_connections(pool_size);
     rows.push((
         "mysql (mariadb)",
-        match mysql {
-            Ok(store) => {
-                store.migrate().await.expect("migrate");
-                let figures = bench(Arc::new(store.clone()), claims, tasks).await;
-                sqlx::query(&format!("DROP TABLE `{table}`"))
-                    .execute(store.pool())
-                    .await
-                    .expect("drop table");
-                Ok(figures)
-            }
-            Err(error) => Err(error.to_string()),
-        },
+        bench_sql!(&run, mysql, "DROP TABLE `{}`"),
     ));
 
     let path = std::env::temp_dir().join(format!("webhooks-dedup-bench-{}.db", suffix()));
-    let sqlite = SqliteStore::builder(&format!("sqlite://{}", path.display()))
-        .connect_timeout(connect)
-        .connect()
-        .await;
-    rows.push((
-        "sqlite (WAL, file)",
-        match sqlite {
-            Ok(store) => {
-                store.migrate().await.expect("migrate");
-                let figures = bench(Arc::new(store.clone()), claims, tasks).await;
-                store.pool().close().await;
-                Ok(figures)
-            }
-            Err(error) => Err(error.to_string()),
-        },
-    ));
+    let sqlite = SqliteStore::builder(&format!("sqlite://{}", path.display()));
+    rows.push(("sqlite (WAL, file)", bench_sql!(&run, sqlite)));
     for suffix in ["", "-wal", "-shm"] {
         let mut file = path.clone().into_os_string();
         file.push(suffix);
         let _ = std::fs::remove_file(file);
     }
 
+    let Run { claims, tasks, .. } = run;
     println!("{claims} claims over unique keys, then {claims} completes, {tasks} concurrent tasks");
     println!();
     println!("| backend | claims/s | claim p50 | claim p99 | complete p50 | complete p99 |");

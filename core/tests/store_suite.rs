@@ -97,6 +97,19 @@ fn claimed(answers: &[Claim]) -> usize {
     answers.iter().filter(|a| **a == Claim::Claimed).count()
 }
 
+/// Asserts that a store call succeeds with an answer that matches the
+/// pattern: `answers!(store.release(&key, token), Transition::Stale)`.
+macro_rules! answers {
+    ($call:expr, $expected:pat) => {{
+        let answer = $call.await.unwrap();
+        assert!(
+            matches!(answer, $expected),
+            "{} answered {answer:?}",
+            stringify!($call)
+        );
+    }};
+}
+
 /// Asserts the store error is one the pipeline answers with a 503.
 fn assert_down(error: &StoreError) {
     assert!(
@@ -105,16 +118,82 @@ fn assert_down(error: &StoreError) {
     );
 }
 
+/// Asserts that opening failed with a 503 error, or (a backend may open
+/// lazily) that the opened store's first claim, of `name`, does.
+async fn assert_open_fails(opened: Result<Arc<dyn DedupStore>, OpenError>, name: &str) {
+    match opened {
+        Err(OpenError::Store(error)) => assert_down(&error),
+        Err(other) => panic!("expected a store error, got {other:?}"),
+        Ok(store) => {
+            let error = store
+                .claim(&key(name), ClaimToken::random(), LEASE)
+                .await
+                .unwrap_err();
+            assert_down(&error);
+        }
+    }
+}
+
+/// Claims `name` `attempts` times: each fails with a 503 error in under 3 s.
+async fn assert_claims_fail_fast(store: &dyn DedupStore, name: &str, attempts: usize) {
+    for attempt in 0..attempts {
+        let started = Instant::now();
+        let error = store
+            .claim(&key(name), ClaimToken::random(), LEASE)
+            .await
+            .unwrap_err();
+        assert_down(&error);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "attempt {attempt} took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// A fresh backend and a store on it; `None` (the test ends) without a server.
+async fn fresh_store<B: Backend>() -> Option<(B, Arc<dyn DedupStore>)> {
+    let backend = B::fresh().await?;
+    let store = backend.open().await;
+    Some((backend, store))
+}
+
+/// A fresh backend with a server, and a fault-injecting proxy in front of
+/// it; `None` (the test ends) without either.
+async fn behind_proxy<B: Backend>() -> Option<(B, support::FaultProxy)> {
+    let backend = B::fresh().await?;
+    let Some(upstream) = backend.authority() else {
+        backend.cleanup().await;
+        return None;
+    };
+    let proxy = support::FaultProxy::start(&upstream).await;
+    Some((backend, proxy))
+}
+
+/// A store opened through `proxy`, on which `token` has claimed `name`.
+async fn claimed_through<B: Backend>(
+    backend: &B,
+    proxy: &support::FaultProxy,
+    name: &str,
+    token: ClaimToken,
+) -> Arc<dyn DedupStore> {
+    let store = backend
+        .open_at(&proxy.authority())
+        .await
+        .expect("open through the proxy");
+    answers!(store.claim(&key(name), token, LEASE), Claim::Claimed);
+    store
+}
+
 mod scenarios {
     use super::*;
 
     /// 64 tasks behind a barrier claim one key: exactly one wins, the others
     /// see it in flight.
     pub(super) async fn storm<B: Backend>() {
-        let Some(backend) = B::fresh().await else {
+        let Some((backend, store)) = fresh_store::<B>().await else {
             return;
         };
-        let store = backend.open().await;
         let answers = race(&[store], &key("storm"), 64, LEASE).await;
         assert_eq!(claimed(&answers), 1, "{answers:?}");
         for answer in answers.iter().filter(|a| **a != Claim::Claimed) {
@@ -136,75 +215,46 @@ mod scenarios {
     /// An expired lease is taken over exactly once; the old holder's
     /// complete, release and extend are then stale.
     pub(super) async fn lease_expiry_takeover<B: Backend>() {
-        let Some(backend) = B::fresh().await else {
+        let Some((backend, store)) = fresh_store::<B>().await else {
             return;
         };
-        let store = backend.open().await;
         let key = key("lease");
         let old = ClaimToken::random();
         let lease = Duration::from_millis(300);
-        assert_eq!(store.claim(&key, old, lease).await.unwrap(), Claim::Claimed);
-        assert!(matches!(
-            store
-                .claim(&key, ClaimToken::random(), lease)
-                .await
-                .unwrap(),
+        answers!(store.claim(&key, old, lease), Claim::Claimed);
+        answers!(
+            store.claim(&key, ClaimToken::random(), lease),
             Claim::InFlight { .. }
-        ));
+        );
         tokio::time::sleep(Duration::from_millis(450)).await;
         let answers = race(&[Arc::clone(&store)], &key, 16, LEASE).await;
         assert_eq!(claimed(&answers), 1, "one takeover: {answers:?}");
         let day = Duration::from_secs(86_400);
-        assert_eq!(
-            store.complete(&key, old, day).await.unwrap(),
-            Transition::Stale
-        );
-        assert_eq!(store.release(&key, old).await.unwrap(), Transition::Stale);
-        assert_eq!(
-            store.extend(&key, old, LEASE).await.unwrap(),
-            Transition::Stale
-        );
+        answers!(store.complete(&key, old, day), Transition::Stale);
+        answers!(store.release(&key, old), Transition::Stale);
+        answers!(store.extend(&key, old, LEASE), Transition::Stale);
         // The takeover still holds: a new attempt sees it in flight.
-        assert!(matches!(
-            store
-                .claim(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
+        answers!(
+            store.claim(&key, ClaimToken::random(), LEASE),
             Claim::InFlight { .. }
-        ));
+        );
         backend.cleanup().await;
     }
 
     /// A released claim can be claimed again at once; a second release is stale.
     pub(super) async fn release_then_reclaim<B: Backend>() {
-        let Some(backend) = B::fresh().await else {
+        let Some((backend, store)) = fresh_store::<B>().await else {
             return;
         };
-        let store = backend.open().await;
         let key = key("release");
         let first = ClaimToken::random();
-        assert_eq!(
-            store.claim(&key, first, LEASE).await.unwrap(),
-            Claim::Claimed
-        );
-        assert_eq!(
-            store.release(&key, first).await.unwrap(),
-            Transition::Applied
-        );
-        assert_eq!(store.release(&key, first).await.unwrap(), Transition::Stale);
+        answers!(store.claim(&key, first, LEASE), Claim::Claimed);
+        answers!(store.release(&key, first), Transition::Applied);
+        answers!(store.release(&key, first), Transition::Stale);
         let second = ClaimToken::random();
-        assert_eq!(
-            store.claim(&key, second, LEASE).await.unwrap(),
-            Claim::Claimed
-        );
-        assert_eq!(
-            store.complete(&key, first, LEASE).await.unwrap(),
-            Transition::Stale
-        );
-        assert_eq!(
-            store.complete(&key, second, LEASE).await.unwrap(),
-            Transition::Applied
-        );
+        answers!(store.claim(&key, second, LEASE), Claim::Claimed);
+        answers!(store.complete(&key, first, LEASE), Transition::Stale);
+        answers!(store.complete(&key, second, LEASE), Transition::Applied);
         backend.cleanup().await;
     }
 
@@ -212,51 +262,29 @@ mod scenarios {
     /// be claimed again; a completed claim can be neither completed, released
     /// nor extended again.
     pub(super) async fn completed_until_retention<B: Backend>() {
-        let Some(backend) = B::fresh().await else {
+        let Some((backend, store)) = fresh_store::<B>().await else {
             return;
         };
-        let store = backend.open().await;
         let key = key("completed");
         let token = ClaimToken::random();
         let retention = Duration::from_millis(500);
-        assert_eq!(
-            store.claim(&key, token, LEASE).await.unwrap(),
-            Claim::Claimed
-        );
-        assert_eq!(
-            store.complete(&key, token, retention).await.unwrap(),
-            Transition::Applied
-        );
-        assert_eq!(
-            store
-                .claim(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
+        answers!(store.claim(&key, token, LEASE), Claim::Claimed);
+        answers!(store.complete(&key, token, retention), Transition::Applied);
+        answers!(
+            store.claim(&key, ClaimToken::random(), LEASE),
             Claim::Completed
         );
-        assert_eq!(
-            store.complete(&key, token, retention).await.unwrap(),
-            Transition::Stale
-        );
-        assert_eq!(store.release(&key, token).await.unwrap(), Transition::Stale);
-        assert_eq!(
-            store.extend(&key, token, LEASE).await.unwrap(),
-            Transition::Stale
-        );
+        answers!(store.complete(&key, token, retention), Transition::Stale);
+        answers!(store.release(&key, token), Transition::Stale);
+        answers!(store.extend(&key, token, LEASE), Transition::Stale);
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(
-            store
-                .claim(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
+        answers!(
+            store.claim(&key, ClaimToken::random(), LEASE),
             Claim::Completed
         );
         tokio::time::sleep(Duration::from_millis(450)).await;
-        assert_eq!(
-            store
-                .claim(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
+        answers!(
+            store.claim(&key, ClaimToken::random(), LEASE),
             Claim::Claimed
         );
         backend.cleanup().await;
@@ -264,29 +292,19 @@ mod scenarios {
 
     /// Only the holder's token extends the lease, and the extension holds.
     pub(super) async fn extend_needs_the_token<B: Backend>() {
-        let Some(backend) = B::fresh().await else {
+        let Some((backend, store)) = fresh_store::<B>().await else {
             return;
         };
-        let store = backend.open().await;
         let key = key("extend");
         let holder = ClaimToken::random();
         let short = Duration::from_millis(400);
-        assert_eq!(
-            store.claim(&key, holder, short).await.unwrap(),
-            Claim::Claimed
-        );
-        assert_eq!(
-            store
-                .extend(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
+        answers!(store.claim(&key, holder, short), Claim::Claimed);
+        answers!(
+            store.extend(&key, ClaimToken::random(), LEASE),
             Transition::Stale
         );
-        assert_eq!(
-            store
-                .extend(&key, holder, Duration::from_secs(5))
-                .await
-                .unwrap(),
+        answers!(
+            store.extend(&key, holder, Duration::from_secs(5)),
             Transition::Applied
         );
         tokio::time::sleep(Duration::from_millis(600)).await;
@@ -300,19 +318,13 @@ mod scenarios {
             }
             other => panic!("the extended lease should hold, got {other:?}"),
         }
-        assert_eq!(
-            store
-                .extend(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
+        answers!(
+            store.extend(&key, ClaimToken::random(), LEASE),
             Transition::Stale
         );
         // Unknown keys have nothing to extend.
-        assert_eq!(
-            store
-                .extend(&super::key("never"), holder, LEASE)
-                .await
-                .unwrap(),
+        answers!(
+            store.extend(&super::key("never"), holder, LEASE),
             Transition::Stale
         );
         backend.cleanup().await;
@@ -331,26 +343,17 @@ mod scenarios {
 
         let other = key.clone() + "-done";
         let token = ClaimToken::random();
-        assert_eq!(
-            stores[0].claim(&other, token, LEASE).await.unwrap(),
-            Claim::Claimed
-        );
-        assert!(matches!(
-            stores[1]
-                .claim(&other, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
+        answers!(stores[0].claim(&other, token, LEASE), Claim::Claimed);
+        answers!(
+            stores[1].claim(&other, ClaimToken::random(), LEASE),
             Claim::InFlight { .. }
-        ));
-        assert_eq!(
-            stores[0].complete(&other, token, LEASE).await.unwrap(),
+        );
+        answers!(
+            stores[0].complete(&other, token, LEASE),
             Transition::Applied
         );
-        assert_eq!(
-            stores[1]
-                .claim(&other, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
+        answers!(
+            stores[1].claim(&other, ClaimToken::random(), LEASE),
             Claim::Completed
         );
         drop(stores);
@@ -369,18 +372,7 @@ mod scenarios {
             return;
         };
         let elapsed = started.elapsed();
-        match result {
-            Err(OpenError::Store(error)) => assert_down(&error),
-            Err(other) => panic!("expected a store error, got {other:?}"),
-            Ok(store) => {
-                // A backend may open lazily: then the first operation fails.
-                let error = store
-                    .claim(&key("down"), ClaimToken::random(), LEASE)
-                    .await
-                    .unwrap_err();
-                assert_down(&error);
-            }
-        }
+        assert_open_fails(result, "down").await;
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "took {elapsed:?}"
@@ -391,37 +383,13 @@ mod scenarios {
     /// A server that stops answering mid-connection: operations time out
     /// instead of hanging.
     pub(super) async fn hung_server_times_out<B: Backend>() {
-        let Some(backend) = B::fresh().await else {
+        let Some((backend, proxy)) = behind_proxy::<B>().await else {
             return;
         };
-        let Some(upstream) = backend.authority() else {
-            backend.cleanup().await;
-            return;
-        };
-        let proxy = support::FaultProxy::start(&upstream).await;
-        let store = backend
-            .open_at(&proxy.authority())
-            .await
-            .expect("open through the proxy");
         let token = ClaimToken::random();
-        assert_eq!(
-            store.claim(&key("hung"), token, LEASE).await.unwrap(),
-            Claim::Claimed
-        );
+        let store = claimed_through(&backend, &proxy, "hung", token).await;
         proxy.freeze();
-        for attempt in 0..2 {
-            let started = Instant::now();
-            let error = store
-                .claim(&key("hung-2"), ClaimToken::random(), LEASE)
-                .await
-                .unwrap_err();
-            assert_down(&error);
-            assert!(
-                started.elapsed() < Duration::from_secs(3),
-                "attempt {attempt} took {:?}",
-                started.elapsed()
-            );
-        }
+        assert_claims_fail_fast(&*store, "hung-2", 2).await;
         let started = Instant::now();
         assert_down(
             &store
@@ -438,37 +406,12 @@ mod scenarios {
     /// A server that goes away: operations fail fast, and keep failing fast
     /// while it stays away.
     pub(super) async fn dead_server_is_unavailable<B: Backend>() {
-        let Some(backend) = B::fresh().await else {
+        let Some((backend, proxy)) = behind_proxy::<B>().await else {
             return;
         };
-        let Some(upstream) = backend.authority() else {
-            backend.cleanup().await;
-            return;
-        };
-        let proxy = support::FaultProxy::start(&upstream).await;
-        let store = backend
-            .open_at(&proxy.authority())
-            .await
-            .expect("open through the proxy");
-        let token = ClaimToken::random();
-        assert_eq!(
-            store.claim(&key("dead"), token, LEASE).await.unwrap(),
-            Claim::Claimed
-        );
+        let store = claimed_through(&backend, &proxy, "dead", ClaimToken::random()).await;
         proxy.kill();
-        for attempt in 0..3 {
-            let started = Instant::now();
-            let error = store
-                .claim(&key("dead-2"), ClaimToken::random(), LEASE)
-                .await
-                .unwrap_err();
-            assert_down(&error);
-            assert!(
-                started.elapsed() < Duration::from_secs(3),
-                "attempt {attempt} took {:?}",
-                started.elapsed()
-            );
-        }
+        assert_claims_fail_fast(&*store, "dead-2", 3).await;
         drop(store);
         backend.cleanup().await;
     }
@@ -476,27 +419,12 @@ mod scenarios {
     /// A server that accepts connections but never answers: opening (or the
     /// first operation) fails within a few seconds.
     pub(super) async fn silent_server_fails_fast<B: Backend>() {
-        let Some(backend) = B::fresh().await else {
+        let Some((backend, proxy)) = behind_proxy::<B>().await else {
             return;
         };
-        let Some(upstream) = backend.authority() else {
-            backend.cleanup().await;
-            return;
-        };
-        let proxy = support::FaultProxy::start(&upstream).await;
         proxy.freeze();
         let started = Instant::now();
-        match backend.open_at(&proxy.authority()).await {
-            Err(OpenError::Store(error)) => assert_down(&error),
-            Err(other) => panic!("expected a store error, got {other:?}"),
-            Ok(store) => {
-                let error = store
-                    .claim(&key("silent"), ClaimToken::random(), LEASE)
-                    .await
-                    .unwrap_err();
-                assert_down(&error);
-            }
-        }
+        assert_open_fails(backend.open_at(&proxy.authority()).await, "silent").await;
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "took {:?}",
@@ -510,16 +438,12 @@ mod scenarios {
     /// migration): claim and complete give up with `Timeout` after the
     /// command timeout instead of waiting.
     pub(super) async fn lock_held_elsewhere_times_out<B: Backend>() {
-        let Some(backend) = B::fresh().await else {
+        let Some((backend, store)) = fresh_store::<B>().await else {
             return;
         };
-        let store = backend.open().await;
         let key = key("locked");
         let token = ClaimToken::random();
-        assert_eq!(
-            store.claim(&key, token, LEASE).await.unwrap(),
-            Claim::Claimed
-        );
+        answers!(store.claim(&key, token, LEASE), Claim::Claimed);
         let Some(guard) = backend.hold_lock(&key).await else {
             backend.cleanup().await;
             return;
@@ -546,13 +470,12 @@ mod scenarios {
         // may still run in the database once the lock is released (MySQL
         // keeps it waiting up to `innodb_lock_wait_timeout`): the late
         // `complete` then applies, and ours finds the key completed.
-        let last = store.complete(&key, token, LEASE).await.unwrap();
-        assert!(matches!(last, Transition::Applied | Transition::Stale));
-        assert_eq!(
-            store
-                .claim(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
+        answers!(
+            store.complete(&key, token, LEASE),
+            Transition::Applied | Transition::Stale
+        );
+        answers!(
+            store.claim(&key, ClaimToken::random(), LEASE),
             Claim::Completed
         );
         drop((store, short));
@@ -609,6 +532,34 @@ impl Backend for Memory {
 
 store_suite!(memory, Memory);
 
+/// The `open`, `authority` and `open_at` of a backend on a server at
+/// `self.url`: `$store`'s builder, kept to the test's own table or key
+/// prefix by `.$scope(self.scope())`.
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+macro_rules! opens_on_server {
+    ($store:ty, $server:literal, $scope:ident) => {
+        async fn open(&self) -> Arc<dyn DedupStore> {
+            let store = <$store>::builder(&self.url)
+                .$scope(self.scope())
+                .connect()
+                .await;
+            Arc::new(store.expect(concat!("connect to ", $server)))
+        }
+        fn authority(&self) -> Option<String> {
+            support::authority(&self.url)
+        }
+        async fn open_at(&self, host_port: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
+            let store = <$store>::builder(&support::with_authority(&self.url, host_port))
+                .$scope(self.scope())
+                .connect_timeout(Duration::from_secs(1))
+                .command_timeout(Duration::from_millis(500))
+                .connect()
+                .await?;
+            Ok(Arc::new(store))
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------
 // Redis
 // ---------------------------------------------------------------------------
@@ -620,6 +571,13 @@ struct Redis {
 }
 
 #[cfg(feature = "redis")]
+impl Redis {
+    fn scope(&self) -> &str {
+        &self.prefix
+    }
+}
+
+#[cfg(feature = "redis")]
 impl Backend for Redis {
     async fn fresh() -> Option<Self> {
         let url = support::redis_url().await?;
@@ -628,179 +586,107 @@ impl Backend for Redis {
             prefix: format!("dedup-test:{}:", support::unique_suffix()),
         })
     }
-    async fn open(&self) -> Arc<dyn DedupStore> {
-        Arc::new(
-            webhooks_core::dedup::RedisStore::builder(&self.url)
-                .key_prefix(&self.prefix)
-                .connect()
-                .await
-                .expect("connect to Redis"),
-        )
-    }
-    fn authority(&self) -> Option<String> {
-        support::authority(&self.url)
-    }
-    async fn open_at(&self, host_port: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
-        let store = webhooks_core::dedup::RedisStore::builder(&support::with_authority(
-            &self.url, host_port,
-        ))
-        .key_prefix(&self.prefix)
-        .connect_timeout(Duration::from_secs(1))
-        .command_timeout(Duration::from_millis(500))
-        .connect()
-        .await?;
-        Ok(Arc::new(store))
-    }
+    opens_on_server!(webhooks_core::dedup::RedisStore, "Redis", key_prefix);
 }
 
 #[cfg(feature = "redis")]
 store_suite!(redis, Redis);
 
 // ---------------------------------------------------------------------------
-// PostgreSQL
+// PostgreSQL and MySQL / MariaDB
 // ---------------------------------------------------------------------------
 
-#[cfg(feature = "postgres")]
-struct Postgres {
-    url: String,
-    store: webhooks_core::dedup::PostgresStore,
+/// A backend on an SQL server, in a table of its own (dropped at cleanup),
+/// its scenarios in module `$module`, and its purge test `$purge_test`.
+/// `$quote` quotes the table's name; `$lock` (`{t}` the quoted table,
+/// bound: namespace, id) locks a row until the transaction ends.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+macro_rules! sql_server_backend {
+    (
+        $backend:ident($store:ty) on $url:path, $server:literal;
+        quote: $quote:literal, lock: $lock:literal;
+        $module:ident, $purge_test:ident
+    ) => {
+        struct $backend {
+            url: String,
+            store: $store,
+        }
+
+        impl $backend {
+            fn scope(&self) -> &str {
+                self.store.table()
+            }
+            fn quoted_table(&self) -> String {
+                format!("{q}{}{q}", self.store.table(), q = $quote)
+            }
+        }
+
+        impl Backend for $backend {
+            async fn fresh() -> Option<Self> {
+                let url = $url().await?;
+                let store = <$store>::builder(&url)
+                    .table(format!("dedup_test_{}", support::unique_suffix()))
+                    .connect()
+                    .await
+                    .expect(concat!("connect to ", $server));
+                store.migrate().await.expect("migrate");
+                store.migrate().await.expect("migrate is idempotent");
+                Some(Self { url, store })
+            }
+            opens_on_server!($store, $server, table);
+            async fn hold_lock(&self, key: &str) -> Option<Box<dyn std::any::Any + Send>> {
+                let (namespace, id) = key.split_once(':').expect("a namespaced key");
+                let mut tx = self.store.pool().begin().await.expect("begin");
+                sqlx::query(&format!($lock, t = self.quoted_table()))
+                    .bind(namespace)
+                    .bind(id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .expect("lock the row");
+                Some(Box::new(tx))
+            }
+            async fn cleanup(self) {
+                let drop_table = format!("DROP TABLE IF EXISTS {}", self.quoted_table());
+                sqlx::query(&drop_table)
+                    .execute(self.store.pool())
+                    .await
+                    .expect("drop table");
+            }
+        }
+
+        store_suite!($module, $backend);
+
+        #[tokio::test]
+        async fn $purge_test() {
+            let Some(backend) = $backend::fresh().await else {
+                return;
+            };
+            let store = &backend.store;
+            expire_five_keep_one(store).await;
+            assert_eq!(store.purge_expired(2).await.unwrap(), 5);
+            assert_eq!(store.purge_expired(2).await.unwrap(), 0);
+            live_row_survived(store).await;
+            let task = store.spawn_purge(Duration::from_millis(50));
+            assert!(!task.is_finished());
+            task.stop();
+            backend.cleanup().await;
+        }
+    };
 }
 
 #[cfg(feature = "postgres")]
-impl Backend for Postgres {
-    async fn fresh() -> Option<Self> {
-        let url = support::postgres_url().await?;
-        let store = webhooks_core::dedup::PostgresStore::builder(&url)
-            .table(format!("dedup_test_{}", support::unique_suffix()))
-            .connect()
-            .await
-            .expect("connect to PostgreSQL");
-        store.migrate().await.expect("migrate");
-        store.migrate().await.expect("migrate is idempotent");
-        Some(Self { url, store })
-    }
-    async fn open(&self) -> Arc<dyn DedupStore> {
-        Arc::new(
-            webhooks_core::dedup::PostgresStore::builder(&self.url)
-                .table(self.store.table())
-                .connect()
-                .await
-                .expect("connect to PostgreSQL"),
-        )
-    }
-    fn authority(&self) -> Option<String> {
-        support::authority(&self.url)
-    }
-    async fn open_at(&self, host_port: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
-        let store = webhooks_core::dedup::PostgresStore::builder(&support::with_authority(
-            &self.url, host_port,
-        ))
-        .table(self.store.table())
-        .connect_timeout(Duration::from_secs(1))
-        .command_timeout(Duration::from_millis(500))
-        .connect()
-        .await?;
-        Ok(Arc::new(store))
-    }
-    async fn hold_lock(&self, key: &str) -> Option<Box<dyn std::any::Any + Send>> {
-        let (namespace, id) = key.split_once(':').expect("a namespaced key");
-        let mut tx = self.store.pool().begin().await.expect("begin");
-        let lock = format!(
-            "SELECT 1 FROM \"{}\" WHERE namespace = $1 AND id = $2 FOR UPDATE",
-            self.store.table()
-        );
-        sqlx::query(&lock)
-            .bind(namespace)
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await
-            .expect("lock the row");
-        Some(Box::new(tx))
-    }
-    async fn cleanup(self) {
-        let drop_table = format!("DROP TABLE IF EXISTS \"{}\"", self.store.table());
-        sqlx::query(&drop_table)
-            .execute(self.store.pool())
-            .await
-            .expect("drop table");
-    }
-}
-
-#[cfg(feature = "postgres")]
-store_suite!(postgres, Postgres);
-
-// ---------------------------------------------------------------------------
-// MySQL / MariaDB
-// ---------------------------------------------------------------------------
-
-#[cfg(feature = "mysql")]
-struct MySql {
-    url: String,
-    store: webhooks_core::dedup::MySqlStore,
-}
-
-#[cfg(feature = "mysql")]
-impl Backend for MySql {
-    async fn fresh() -> Option<Self> {
-        let url = support::mysql_url().await?;
-        let store = webhooks_core::dedup::MySqlStore::builder(&url)
-            .table(format!("dedup_test_{}", support::unique_suffix()))
-            .connect()
-            .await
-            .expect("connect to MySQL");
-        store.migrate().await.expect("migrate");
-        store.migrate().await.expect("migrate is idempotent");
-        Some(Self { url, store })
-    }
-    async fn open(&self) -> Arc<dyn DedupStore> {
-        Arc::new(
-            webhooks_core::dedup::MySqlStore::builder(&self.url)
-                .table(self.store.table())
-                .connect()
-                .await
-                .expect("connect to MySQL"),
-        )
-    }
-    fn authority(&self) -> Option<String> {
-        support::authority(&self.url)
-    }
-    async fn open_at(&self, host_port: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
-        let store = webhooks_core::dedup::MySqlStore::builder(&support::with_authority(
-            &self.url, host_port,
-        ))
-        .table(self.store.table())
-        .connect_timeout(Duration::from_secs(1))
-        .command_timeout(Duration::from_millis(500))
-        .connect()
-        .await?;
-        Ok(Arc::new(store))
-    }
-    async fn hold_lock(&self, key: &str) -> Option<Box<dyn std::any::Any + Send>> {
-        let (namespace, id) = key.split_once(':').expect("a namespaced key");
-        let mut tx = self.store.pool().begin().await.expect("begin");
-        let lock = format!(
-            "SELECT 1 FROM `{}` WHERE namespace = ? AND id = ? FOR UPDATE",
-            self.store.table()
-        );
-        sqlx::query(&lock)
-            .bind(namespace)
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await
-            .expect("lock the row");
-        Some(Box::new(tx))
-    }
-    async fn cleanup(self) {
-        let drop_table = format!("DROP TABLE IF EXISTS `{}`", self.store.table());
-        sqlx::query(&drop_table)
-            .execute(self.store.pool())
-            .await
-            .expect("drop table");
-    }
+sql_server_backend! {
+    Postgres(webhooks_core::dedup::PostgresStore) on support::postgres_url, "PostgreSQL";
+    quote: '"', lock: "SELECT 1 FROM {t} WHERE namespace = $1 AND id = $2 FOR UPDATE";
+    postgres, postgres_purge_removes_only_expired_rows
 }
 
 #[cfg(feature = "mysql")]
-store_suite!(mysql, MySql);
+sql_server_backend! {
+    MySql(webhooks_core::dedup::MySqlStore) on support::mysql_url, "MySQL";
+    quote: '`', lock: "SELECT 1 FROM {t} WHERE namespace = ? AND id = ? FOR UPDATE";
+    mysql, mysql_purge_removes_only_expired_rows
+}
 
 // ---------------------------------------------------------------------------
 // SQLite
@@ -874,11 +760,17 @@ impl Backend for Sqlite {
         Some(store.map(|s| Arc::new(s) as Arc<dyn DedupStore>))
     }
     async fn cleanup(self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut file = self.path.clone().into_os_string();
-            file.push(suffix);
-            let _ = std::fs::remove_file(file);
-        }
+        remove_sqlite_files(&self.path);
+    }
+}
+
+/// Removes an SQLite database file and its WAL companions.
+#[cfg(feature = "sqlite")]
+fn remove_sqlite_files(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let _ = std::fs::remove_file(file);
     }
 }
 
@@ -891,112 +783,41 @@ store_suite!(sqlite, Sqlite);
 
 #[tokio::test]
 async fn store_from_url_opens_each_enabled_backend() {
-    use webhooks_core::dedup::store_from_url;
-
-    let memory = store_from_url("memory://").await.expect("memory://");
-    assert_eq!(
-        memory
-            .claim("webhooks:url:1", ClaimToken::random(), LEASE)
-            .await
-            .unwrap(),
-        Claim::Claimed
-    );
-
+    open_by_url_and_claim("memory://", "memory://").await;
     #[cfg(feature = "sqlite")]
     {
         let path = std::env::temp_dir().join(format!(
             "webhooks-dedup-url-{}.db",
             support::unique_suffix()
         ));
-        let store = store_from_url(&format!("sqlite://{}", path.display()))
-            .await
-            .expect("sqlite:// creates the file and the table");
-        assert_eq!(
-            store
-                .claim("webhooks:url:1", ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
-            Claim::Claimed
-        );
-        drop(store);
-        for suffix in ["", "-wal", "-shm"] {
-            let mut file = path.clone().into_os_string();
-            file.push(suffix);
-            let _ = std::fs::remove_file(file);
-        }
+        let url = format!("sqlite://{}", path.display());
+        open_by_url_and_claim(&url, "sqlite:// creates the file and the table").await;
+        remove_sqlite_files(&path);
     }
     #[cfg(feature = "redis")]
     if let Some(url) = support::redis_url().await {
-        let store = store_from_url(&url).await.expect("redis://");
-        let key = format!("webhooks:url:{}", support::unique_suffix());
-        assert_eq!(
-            store
-                .claim(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
-            Claim::Claimed
-        );
+        open_by_url_and_claim(&url, "redis://").await;
     }
     #[cfg(feature = "postgres")]
     if let Some(url) = support::postgres_url().await {
-        let store = store_from_url(&url)
-            .await
-            .expect("postgres:// migrates and opens");
-        let key = format!("webhooks:url:{}", support::unique_suffix());
-        assert_eq!(
-            store
-                .claim(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
-            Claim::Claimed
-        );
+        open_by_url_and_claim(&url, "postgres:// migrates and opens").await;
     }
     #[cfg(feature = "mysql")]
     if let Some(url) = support::mysql_url().await {
         let url = url.replacen("mysql://", "mariadb://", 1);
-        let store = store_from_url(&url)
-            .await
-            .expect("mariadb:// migrates and opens");
-        let key = format!("webhooks:url:{}", support::unique_suffix());
-        assert_eq!(
-            store
-                .claim(&key, ClaimToken::random(), LEASE)
-                .await
-                .unwrap(),
-            Claim::Claimed
-        );
+        open_by_url_and_claim(&url, "mariadb:// migrates and opens").await;
     }
 }
 
-#[cfg(feature = "postgres")]
-#[tokio::test]
-async fn postgres_purge_removes_only_expired_rows() {
-    let Some(backend) = Postgres::fresh().await else {
-        return;
-    };
-    let store = &backend.store;
-    expire_five_keep_one(store).await;
-    assert_eq!(store.purge_expired(2).await.unwrap(), 5);
-    assert_eq!(store.purge_expired(2).await.unwrap(), 0);
-    live_row_survived(store).await;
-    let task = store.spawn_purge(Duration::from_millis(50));
-    assert!(!task.is_finished());
-    task.stop();
-    backend.cleanup().await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test]
-async fn mysql_purge_removes_only_expired_rows() {
-    let Some(backend) = MySql::fresh().await else {
-        return;
-    };
-    let store = &backend.store;
-    expire_five_keep_one(store).await;
-    assert_eq!(store.purge_expired(2).await.unwrap(), 5);
-    assert_eq!(store.purge_expired(2).await.unwrap(), 0);
-    live_row_survived(store).await;
-    backend.cleanup().await;
+/// Opens `url` with `store_from_url` (`expect`ing `what`), claims a fresh
+/// key there, and closes the store.
+async fn open_by_url_and_claim(url: &str, what: &str) {
+    let store = webhooks_core::dedup::store_from_url(url).await.expect(what);
+    let key = format!("webhooks:url:{}", support::unique_suffix());
+    answers!(
+        store.claim(&key, ClaimToken::random(), LEASE),
+        Claim::Claimed
+    );
 }
 
 #[cfg(feature = "sqlite")]
@@ -1037,36 +858,21 @@ async fn expire_five_keep_one(store: &dyn DedupStore) {
     for i in 0..5 {
         let key = format!("webhooks:purge:{i}");
         let token = ClaimToken::random();
-        assert_eq!(
-            store.claim(&key, token, LEASE).await.unwrap(),
-            Claim::Claimed
-        );
+        answers!(store.claim(&key, token, LEASE), Claim::Claimed);
         let short = Duration::from_millis(1);
         if i % 2 == 0 {
-            assert_eq!(
-                store.complete(&key, token, short).await.unwrap(),
-                Transition::Applied
-            );
+            answers!(store.complete(&key, token, short), Transition::Applied);
         } else {
-            assert_eq!(
-                store.extend(&key, token, short).await.unwrap(),
-                Transition::Applied
-            );
+            answers!(store.extend(&key, token, short), Transition::Applied);
         }
     }
     let live = ClaimToken::random();
-    assert_eq!(
-        store
-            .claim("webhooks:purge:live", live, LEASE)
-            .await
-            .unwrap(),
+    answers!(
+        store.claim("webhooks:purge:live", live, LEASE),
         Claim::Claimed
     );
-    assert_eq!(
-        store
-            .complete("webhooks:purge:live", live, LEASE)
-            .await
-            .unwrap(),
+    answers!(
+        store.complete("webhooks:purge:live", live, LEASE),
         Transition::Applied
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1075,11 +881,8 @@ async fn expire_five_keep_one(store: &dyn DedupStore) {
 /// The live row of [`expire_five_keep_one`] is still there after a purge.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 async fn live_row_survived(store: &dyn DedupStore) {
-    assert_eq!(
-        store
-            .claim("webhooks:purge:live", ClaimToken::random(), LEASE)
-            .await
-            .unwrap(),
+    answers!(
+        store.claim("webhooks:purge:live", ClaimToken::random(), LEASE),
         Claim::Completed
     );
 }

@@ -51,20 +51,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest as _, Sha256};
 
-use super::StoreError;
+use super::{Claim, StoreError};
 use crate::ConfigError;
 
 #[cfg(feature = "mysql")]
 mod mysql;
-#[cfg(feature = "postgres")]
-mod postgres;
-#[cfg(feature = "sqlite")]
-mod sqlite;
-
 #[cfg(feature = "mysql")]
 pub use mysql::{MySqlStore, MySqlStoreBuilder};
+
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};
+
+#[cfg(feature = "sqlite")]
+mod sqlite;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteStoreBuilder};
 
@@ -236,7 +237,443 @@ impl SqlSettings {
             max_connections,
         }
     }
+
+    /// Parses `url` into the backend's connect options, after checking the
+    /// table name; `what` and `reason` describe a URL that does not parse.
+    pub(crate) fn connect_options<O: std::str::FromStr>(
+        &self,
+        url: &str,
+        what: &'static str,
+        reason: &'static str,
+    ) -> Result<O, ConfigError> {
+        validate_table(&self.table)?;
+        O::from_str(url).map_err(|_| ConfigError::Invalid { what, reason })
+    }
+
+    /// A pool of at most `max_connections`, waiting `connect_timeout` for one.
+    pub(crate) fn pool_options<DB: sqlx::Database>(&self) -> sqlx::pool::PoolOptions<DB> {
+        sqlx::pool::PoolOptions::new()
+            .max_connections(self.max_connections)
+            .acquire_timeout(self.connect_timeout)
+    }
 }
+
+/// A store's statements, formatted once for its table.
+pub(crate) struct Statements<C = String> {
+    /// The table's name, unquoted.
+    pub(crate) table: String,
+    /// The backend's own claim statement (or statements).
+    pub(crate) claim: C,
+    /// Bound: the retention's end, namespace, id, token, now.
+    pub(crate) complete: String,
+    /// Bound: namespace, id, token, now.
+    pub(crate) release: String,
+    /// Bound: the lease's end, namespace, id, token, now.
+    pub(crate) extend: String,
+    /// Bound: now, the batch size.
+    pub(crate) purge: String,
+}
+
+impl<C> Statements<C> {
+    /// The backend's `claim` and `purge` with the token-checked statements,
+    /// the same in every dialect but for the table's quoting (`quoted`) and
+    /// the `n`th parameter's placeholder (`param(n)`, from 1).
+    pub(crate) fn new(
+        table: &str,
+        quoted: &str,
+        param: fn(usize) -> String,
+        claim: C,
+        purge: String,
+    ) -> Self {
+        // The row still held by the token: parameters `first` to `first + 3`.
+        let held = |first: usize| {
+            format!(
+                "namespace = {} AND id = {} AND token = {} AND state = {IN_FLIGHT} AND expires_at > {}",
+                param(first),
+                param(first + 1),
+                param(first + 2),
+                param(first + 3)
+            )
+        };
+        let until = param(1);
+        Self {
+            table: table.to_owned(),
+            claim,
+            complete: format!(
+                "UPDATE {quoted} SET state = {COMPLETED}, expires_at = {until} WHERE {}",
+                held(2)
+            ),
+            release: format!("DELETE FROM {quoted} WHERE {}", held(1)),
+            extend: format!("UPDATE {quoted} SET expires_at = {until} WHERE {}", held(2)),
+            purge,
+        }
+    }
+}
+
+/// A row as a claim left it.
+pub(crate) struct ClaimedRow {
+    /// The `now` the claim was made with.
+    now: i64,
+    state: i64,
+    /// Whether the row's token is the claimer's.
+    holds: bool,
+    expires_at: i64,
+}
+
+impl ClaimedRow {
+    pub(crate) fn new(now: i64, state: impl Into<i64>, holds: bool, expires_at: i64) -> Self {
+        Self {
+            now,
+            state: state.into(),
+            holds,
+            expires_at,
+        }
+    }
+
+    /// What the claimer learns.
+    pub(crate) fn outcome(self) -> Result<Claim, StoreError> {
+        Ok(match i16::try_from(self.state).unwrap_or(0) {
+            IN_FLIGHT if self.holds => Claim::Claimed,
+            IN_FLIGHT => Claim::InFlight {
+                retry_after: remaining(self.now, self.expires_at),
+            },
+            COMPLETED => Claim::Completed,
+            other => return Err(StoreError::Protocol(format!("unknown state {other}"))),
+        })
+    }
+}
+
+/// Defines a SQL store and its builder, with everything the backends share:
+/// the builder's settings, the constructors and accessors, the token-checked
+/// `complete` / `release` / `extend`, `purge_expired` and `spawn_purge`, and
+/// the [`DedupStore`](super::DedupStore) impl.
+///
+/// The backend's module supplies the rest: `fn statements(table: &str) ->
+/// Statements<claim type>` (named by `statements`), the builder's `connect`
+/// (which ends with `self.open(pool)`), the store's `migrate`, and
+/// `claim_row` (the claim, without its timeout; see `claim_returning`). The
+/// docs of the items whose wording differs between backends are given here,
+/// in this order.
+macro_rules! sql_store {
+    (
+        $(#[$store_doc:meta])*
+        pub struct $store:ident {
+            pool: $pool:ty,
+            claim: $claim:ty,
+            statements: $statements:path,
+            backend: $backend:literal,
+        }
+
+        $(#[$builder_doc:meta])*
+        pub struct $builder:ident {
+            max_connections: $max:literal,
+            debug: $debug:ident,
+        }
+
+        $(#[$builder_fn_doc:meta])* fn builder;
+        $(#[$connect_fn_doc:meta])* fn connect;
+        $(#[$new_doc:meta])* fn new;
+        $(#[$connect_timeout_doc:meta])* fn connect_timeout;
+        $(#[$command_timeout_doc:meta])* fn command_timeout;
+        $(#[$max_connections_doc:meta])* fn max_connections;
+        $(#[$purge_doc:meta])* fn purge_expired;
+    ) => {
+        $(#[$store_doc])*
+        #[derive(Clone)]
+        pub struct $store {
+            pool: $pool,
+            sql: ::std::sync::Arc<$crate::dedup::sql::Statements<$claim>>,
+            command_timeout: ::std::time::Duration,
+        }
+
+        $(#[$builder_doc])*
+        #[derive(Clone)]
+        #[must_use]
+        pub struct $builder {
+            url: String,
+            settings: $crate::dedup::sql::SqlSettings,
+        }
+
+        $crate::dedup::sql::sql_store!(@debug $debug $builder);
+
+        // The impls, in a block for the imports they share.
+        const _: () = {
+            use std::fmt;
+            use std::sync::Arc;
+            use std::time::Duration;
+
+            use $crate::ConfigError;
+            use $crate::dedup::sql::{
+                DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PURGE_BATCH,
+                DEFAULT_TABLE, PurgeTask, RowKey, SqlSettings, deadline_ms, now_ms,
+                validate_table, within,
+            };
+            use $crate::dedup::{Claim, ClaimToken, DedupStore, OpenError, StoreError, Transition};
+
+            impl fmt::Debug for $store {
+                fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.debug_struct(stringify!($store))
+                        .field("table", &self.sql.table)
+                        .field("command_timeout", &self.command_timeout)
+                        .field("pool_size", &self.pool.size())
+                        .finish_non_exhaustive()
+                }
+            }
+
+            impl $builder {
+                /// The table's name (default [`DEFAULT_TABLE`](crate::dedup::sql::DEFAULT_TABLE)); checked by
+                /// [`connect`](Self::connect) to be a plain identifier.
+                pub fn table(mut self, name: impl Into<String>) -> Self {
+                    self.settings.table = name.into();
+                    self
+                }
+
+                $(#[$connect_timeout_doc])*
+                pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+                    self.settings.connect_timeout = timeout;
+                    self
+                }
+
+                $(#[$command_timeout_doc])*
+                pub fn command_timeout(mut self, timeout: Duration) -> Self {
+                    self.settings.command_timeout = timeout;
+                    self
+                }
+
+                $(#[$max_connections_doc])*
+                pub fn max_connections(mut self, max: u32) -> Self {
+                    self.settings.max_connections = max.max(1);
+                    self
+                }
+
+                /// The store on the pool `connect` opens, within the connect timeout.
+                async fn open(
+                    &self,
+                    connect: impl Future<Output = Result<$pool, sqlx::Error>>,
+                ) -> Result<$store, OpenError> {
+                    let pool = within(self.settings.connect_timeout, connect).await?;
+                    Ok($store::from_parts(pool, &self.settings.table, self.settings.command_timeout))
+                }
+            }
+
+            impl $store {
+                #[doc = concat!("Default of [`", stringify!($builder), "::connect_timeout`]: 5 seconds.")]
+                pub const DEFAULT_CONNECT_TIMEOUT: Duration = DEFAULT_CONNECT_TIMEOUT;
+                #[doc = concat!("Default of [`", stringify!($builder), "::command_timeout`]: 2 seconds.")]
+                pub const DEFAULT_COMMAND_TIMEOUT: Duration = DEFAULT_COMMAND_TIMEOUT;
+
+                $(#[$builder_fn_doc])*
+                pub fn builder(url: &str) -> $builder {
+                    $builder {
+                        url: url.to_owned(),
+                        settings: SqlSettings::new($max),
+                    }
+                }
+
+                $(#[$connect_fn_doc])*
+                pub async fn connect(url: &str) -> Result<Self, OpenError> {
+                    Self::builder(url).connect().await
+                }
+
+                $(#[$new_doc])*
+                #[must_use]
+                pub fn new(pool: $pool) -> Self {
+                    Self::from_parts(pool, DEFAULT_TABLE, DEFAULT_COMMAND_TIMEOUT)
+                }
+
+                fn from_parts(pool: $pool, table: &str, command_timeout: Duration) -> Self {
+                    Self {
+                        pool,
+                        sql: Arc::new($statements(table)),
+                        command_timeout,
+                    }
+                }
+
+                /// Uses the table `name` instead.
+                ///
+                /// # Errors
+                ///
+                /// [`ConfigError::Invalid`](crate::ConfigError::Invalid) unless `name` is a plain identifier.
+                pub fn with_table(mut self, name: &str) -> Result<Self, ConfigError> {
+                    validate_table(name)?;
+                    self.sql = Arc::new($statements(name));
+                    Ok(self)
+                }
+
+                /// Bounds every operation by `timeout` instead.
+                #[must_use]
+                pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
+                    self.command_timeout = timeout;
+                    self
+                }
+
+                /// The connection pool.
+                #[must_use]
+                pub fn pool(&self) -> &$pool {
+                    &self.pool
+                }
+
+                /// The table's name.
+                #[must_use]
+                pub fn table(&self) -> &str {
+                    &self.sql.table
+                }
+
+                $(#[$purge_doc])*
+                pub async fn purge_expired(&self, batch: u32) -> Result<u64, StoreError> {
+                    let now = now_ms();
+                    let batch = batch.max(1);
+                    let mut total = 0;
+                    loop {
+                        let deleted = within(
+                            self.command_timeout,
+                            sqlx::query(&self.sql.purge)
+                                .bind(now)
+                                .bind(i64::from(batch))
+                                .execute(&self.pool),
+                        )
+                        .await?
+                        .rows_affected();
+                        total += deleted;
+                        if deleted < u64::from(batch) {
+                            return Ok(total);
+                        }
+                    }
+                }
+
+                /// Runs [`purge_expired`](Self::purge_expired) every `interval` in a
+                /// background task (batches of 1000), until the returned handle is dropped.
+                /// Failures are logged (`tracing`), never fatal.
+                ///
+                /// # Panics
+                ///
+                /// Outside a Tokio runtime.
+                pub fn spawn_purge(&self, interval: Duration) -> PurgeTask {
+                    let store = self.clone();
+                    PurgeTask::spawn(interval, $backend, move || {
+                        let store = store.clone();
+                        async move { store.purge_expired(DEFAULT_PURGE_BATCH).await }
+                    })
+                }
+
+                /// Runs one of the token-checked statements, binding the
+                /// deadline `until` from now (if any), the key, the token and
+                /// now; applied when it matched the row.
+                async fn token_update(
+                    &self,
+                    statement: &str,
+                    key: &str,
+                    token: ClaimToken,
+                    until: Option<Duration>,
+                ) -> Result<Transition, StoreError> {
+                    let key = RowKey::new(key);
+                    let now = now_ms();
+                    let mut query = sqlx::query(statement);
+                    if let Some(until) = until {
+                        query = query.bind(deadline_ms(now, until));
+                    }
+                    let query = query
+                        .bind(key.namespace)
+                        .bind(key.id)
+                        .bind(token.to_hex())
+                        .bind(now);
+                    let done = within(self.command_timeout, query.execute(&self.pool)).await?;
+                    Ok(if done.rows_affected() > 0 {
+                        Transition::Applied
+                    } else {
+                        Transition::Stale
+                    })
+                }
+            }
+
+            #[async_trait::async_trait]
+            impl DedupStore for $store {
+                async fn claim(
+                    &self,
+                    key: &str,
+                    token: ClaimToken,
+                    lease: Duration,
+                ) -> Result<Claim, StoreError> {
+                    let key = RowKey::new(key);
+                    let mine = token.to_hex();
+                    within(self.command_timeout, self.claim_row(&key, &mine, lease))
+                        .await?
+                        .outcome()
+                }
+
+                async fn complete(
+                    &self,
+                    key: &str,
+                    token: ClaimToken,
+                    retention: Duration,
+                ) -> Result<Transition, StoreError> {
+                    self.token_update(&self.sql.complete, key, token, Some(retention)).await
+                }
+
+                async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
+                    self.token_update(&self.sql.release, key, token, None).await
+                }
+
+                async fn extend(
+                    &self,
+                    key: &str,
+                    token: ClaimToken,
+                    lease: Duration,
+                ) -> Result<Transition, StoreError> {
+                    self.token_update(&self.sql.extend, key, token, Some(lease)).await
+                }
+            }
+        };
+    };
+    // The builder's `Debug`: `redacted` leaves the URL out (it may hold a
+    // password); `derived` is the builder's own `#[derive(Debug)]`.
+    (@debug derived $builder:ident) => {};
+    (@debug redacted $builder:ident) => {
+        impl ::std::fmt::Debug for $builder {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.debug_struct(stringify!($builder))
+                    .field("settings", &self.settings)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+pub(crate) use sql_store;
+
+/// The `claim_row` of a backend whose claim is one
+/// `INSERT … RETURNING state, token, expires_at` statement (PostgreSQL,
+/// SQLite), bound with namespace, id, token, the lease's end and now;
+/// `$state` is the type the `state` column decodes to.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+macro_rules! claim_returning {
+    ($store:ident, $state:ty) => {
+        impl $store {
+            async fn claim_row(
+                &self,
+                key: &$crate::dedup::sql::RowKey,
+                token: &str,
+                lease: ::std::time::Duration,
+            ) -> Result<$crate::dedup::sql::ClaimedRow, ::sqlx::Error> {
+                let now = $crate::dedup::sql::now_ms();
+                let (state, held, expires_at): ($state, String, i64) =
+                    ::sqlx::query_as(&self.sql.claim)
+                        .bind(&key.namespace)
+                        .bind(&key.id)
+                        .bind(token)
+                        .bind($crate::dedup::sql::deadline_ms(now, lease))
+                        .bind(now)
+                        .fetch_one(&self.pool)
+                        .await?;
+                let holds = held == token;
+                Ok($crate::dedup::sql::ClaimedRow::new(
+                    now, state, holds, expires_at,
+                ))
+            }
+        }
+    };
+}
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use claim_returning;
 
 /// A background task that purges expired rows; see `spawn_purge` on the SQL
 /// stores.
