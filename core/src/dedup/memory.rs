@@ -4,8 +4,8 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use moka::Expiry;
-use moka::future::Cache;
 use moka::ops::compute::{CompResult, Op};
+use moka::sync::Cache;
 
 use super::{Claim, ClaimToken, DedupStore, StoreError, Transition};
 
@@ -99,33 +99,26 @@ impl MemoryStore {
         }
     }
 
-    /// Applies `f` to the key's live state atomically; `f` returns the new state
-    /// (or `None` to remove) and whether it applies.
-    async fn token_update(
+    /// Replaces the key's live in-flight state held by `token` with `next()`
+    /// (`None` removes it), atomically.
+    fn token_update(
         &self,
         key: &str,
         token: ClaimToken,
         next: impl FnOnce() -> Option<State> + Send,
     ) -> Transition {
         let now = Instant::now();
-        let result = self
-            .cache
-            .entry_by_ref(key)
-            .and_compute_with(|entry| {
-                let op = match entry.map(moka::Entry::into_value) {
-                    Some(State::InFlight { token: held, until })
-                        if held == token && until > now =>
-                    {
-                        match next() {
-                            Some(state) => Op::Put(state),
-                            None => Op::Remove,
-                        }
+        let result = self.cache.entry_by_ref(key).and_compute_with(|entry| {
+            match entry.map(moka::Entry::into_value) {
+                Some(State::InFlight { token: held, until }) if held == token && until > now => {
+                    match next() {
+                        Some(state) => Op::Put(state),
+                        None => Op::Remove,
                     }
-                    _ => Op::Nop,
-                };
-                std::future::ready(op)
-            })
-            .await;
+                }
+                _ => Op::Nop,
+            }
+        });
         match result {
             CompResult::ReplacedWith(_) | CompResult::Removed(_) | CompResult::Inserted(_) => {
                 Transition::Applied
@@ -144,20 +137,15 @@ impl DedupStore for MemoryStore {
         lease: Duration,
     ) -> Result<Claim, StoreError> {
         let now = Instant::now();
-        let result = self
-            .cache
-            .entry_by_ref(key)
-            .and_compute_with(|entry| {
-                let op = match entry.map(moka::Entry::into_value) {
-                    Some(state) if state.until() > now => Op::Nop,
-                    _ => Op::Put(State::InFlight {
-                        token,
-                        until: now + lease,
-                    }),
-                };
-                std::future::ready(op)
-            })
-            .await;
+        let result = self.cache.entry_by_ref(key).and_compute_with(|entry| {
+            match entry.map(moka::Entry::into_value) {
+                Some(state) if state.until() > now => Op::Nop,
+                _ => Op::Put(State::InFlight {
+                    token,
+                    until: now + lease,
+                }),
+            }
+        });
         Ok(match result {
             CompResult::Inserted(_) | CompResult::ReplacedWith(_) => Claim::Claimed,
             CompResult::Unchanged(entry) => match entry.into_value() {
@@ -178,17 +166,15 @@ impl DedupStore for MemoryStore {
         token: ClaimToken,
         retention: Duration,
     ) -> Result<Transition, StoreError> {
-        Ok(self
-            .token_update(key, token, || {
-                Some(State::Completed {
-                    until: Instant::now() + retention,
-                })
+        Ok(self.token_update(key, token, || {
+            Some(State::Completed {
+                until: Instant::now() + retention,
             })
-            .await)
+        }))
     }
 
     async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
-        Ok(self.token_update(key, token, || None).await)
+        Ok(self.token_update(key, token, || None))
     }
 
     async fn extend(
@@ -197,13 +183,11 @@ impl DedupStore for MemoryStore {
         token: ClaimToken,
         lease: Duration,
     ) -> Result<Transition, StoreError> {
-        Ok(self
-            .token_update(key, token, || {
-                Some(State::InFlight {
-                    token,
-                    until: Instant::now() + lease,
-                })
+        Ok(self.token_update(key, token, || {
+            Some(State::InFlight {
+                token,
+                until: Instant::now() + lease,
             })
-            .await)
+        }))
     }
 }
