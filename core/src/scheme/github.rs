@@ -31,13 +31,12 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use hmac::{Hmac, KeyInit as _, Mac as _};
+use hmac::{Hmac, Mac as _};
 use http::{HeaderMap, HeaderName};
 use sha1::Sha1;
 
 use super::{
-    HmacKey, SecretList, ct_eq, decode_hex, encode_hex, header, header_value, mac_of,
-    matching_secret, optional_header,
+    SecretList, Secrets, encode_hex, header, optional_header, prefixed_hex, signed_headers,
 };
 use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
@@ -66,14 +65,15 @@ type HmacSha1 = Hmac<Sha1>;
 ///   `X-GitHub-Event`; no timestamp is signed.
 #[derive(Clone)]
 pub struct GitHub {
-    secrets: Vec<HmacKey>,
-    sha1: Option<Vec<HmacSha1>>,
+    secrets: Secrets,
+    /// The same secrets keyed for SHA-1, when it is allowed.
+    sha1: Option<Secrets<HmacSha1>>,
 }
 
 impl fmt::Debug for GitHub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GitHub")
-            .field("secrets", &self.secrets.len())
+            .field("secrets", &self.secrets)
             .field("allow_sha1", &self.sha1.is_some())
             .finish()
     }
@@ -97,7 +97,7 @@ impl GitHub {
     /// The `X-Hub-Signature-256` value GitHub would send, signed with the first secret.
     #[must_use]
     pub fn sign(&self, body: &[u8]) -> String {
-        let mac = mac_of(&self.secrets[0], |mac| mac.update(body));
+        let mac = self.secrets.sign(|mac| mac.update(body));
         format!("sha256={}", encode_hex(&mac))
     }
 
@@ -105,10 +105,8 @@ impl GitHub {
     /// first secret, or `None` when SHA-1 is not allowed.
     #[must_use]
     pub fn sign_sha1(&self, body: &[u8]) -> Option<String> {
-        let key = self.sha1.as_ref()?.first()?;
-        let mut mac = key.clone();
-        mac.update(body);
-        Some(format!("sha1={}", encode_hex(&mac.finalize().into_bytes())))
+        let mac = self.sha1.as_ref()?.sign(|mac| mac.update(body));
+        Some(format!("sha1={}", encode_hex(&mac)))
     }
 
     /// The headers GitHub would send: the signature, the delivery id and the event.
@@ -122,35 +120,11 @@ impl GitHub {
         event: &str,
         body: &[u8],
     ) -> Result<HeaderMap, ConfigError> {
-        let mut headers = HeaderMap::with_capacity(3);
-        headers.insert(SIGNATURE_256, header_value(&self.sign(body), "signature")?);
-        headers.insert(DELIVERY, header_value(delivery, "delivery id")?);
-        headers.insert(EVENT, header_value(event, "event")?);
-        Ok(headers)
-    }
-
-    fn verify_sha1(
-        &self,
-        keys: &[HmacSha1],
-        value: &str,
-        body: &[u8],
-    ) -> Result<usize, VerifyError> {
-        let hex = value
-            .trim()
-            .strip_prefix("sha1=")
-            .ok_or(VerifyError::malformed(
-                SIGNATURE_SHA1,
-                "expected sha1=<hex>",
-            ))?;
-        let signature = decode_hex::<20>(hex)
-            .ok_or(VerifyError::malformed(SIGNATURE_SHA1, "not 40 hex digits"))?;
-        keys.iter()
-            .position(|key| {
-                let mut mac = key.clone();
-                mac.update(body);
-                ct_eq(&mac.finalize().into_bytes(), &signature)
-            })
-            .ok_or(VerifyError::NoMatchingSignature)
+        signed_headers([
+            (SIGNATURE_256, &self.sign(body), "signature"),
+            (DELIVERY, delivery, "delivery id"),
+            (EVENT, event, "event"),
+        ])
     }
 }
 
@@ -162,22 +136,27 @@ impl Verifier for GitHub {
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
         let index = match (headers.contains_key(&SIGNATURE_256_NAME), &self.sha1) {
-            (false, Some(keys)) if headers.contains_key(&SIGNATURE_SHA1_NAME) => {
-                let value = header(headers, &SIGNATURE_SHA1_NAME, SIGNATURE_SHA1)?;
-                self.verify_sha1(keys, value, body)?
+            (false, Some(sha1)) if headers.contains_key(&SIGNATURE_SHA1_NAME) => {
+                let signature = prefixed_hex::<20>(
+                    header(headers, &SIGNATURE_SHA1_NAME, SIGNATURE_SHA1)?,
+                    "sha1=",
+                    SIGNATURE_SHA1,
+                    "expected sha1=<hex>",
+                    "not 40 hex digits",
+                )?;
+                sha1.first_match(&signature, |mac| mac.update(body))
+                    .ok_or(VerifyError::NoMatchingSignature)?
             }
             _ => {
-                let value = header(headers, &SIGNATURE_256_NAME, SIGNATURE_256)?;
-                let hex = value
-                    .trim()
-                    .strip_prefix("sha256=")
-                    .ok_or(VerifyError::malformed(
-                        SIGNATURE_256,
-                        "expected sha256=<hex>",
-                    ))?;
-                let signature = decode_hex::<32>(hex)
-                    .ok_or(VerifyError::malformed(SIGNATURE_256, "not 64 hex digits"))?;
-                matching_secret(&self.secrets, &signature, |mac| mac.update(body))
+                let signature = prefixed_hex::<32>(
+                    header(headers, &SIGNATURE_256_NAME, SIGNATURE_256)?,
+                    "sha256=",
+                    SIGNATURE_256,
+                    "expected sha256=<hex>",
+                    "not 64 hex digits",
+                )?;
+                (self.secrets)
+                    .first_match(&signature, |mac| mac.update(body))
                     .ok_or(VerifyError::NoMatchingSignature)?
             }
         };
@@ -198,36 +177,22 @@ impl Verifier for GitHub {
 #[must_use]
 pub struct GitHubBuilder {
     secrets: SecretList,
-    /// The raw secrets, kept only to key SHA-1 at build when it is allowed.
-    raw: Vec<Vec<u8>>,
+    /// The same secrets keyed for SHA-1, kept only when it is allowed.
+    sha1: SecretList<HmacSha1>,
     allow_sha1: bool,
 }
 
-impl fmt::Debug for GitHubBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GitHubBuilder")
-            .field("secrets", &self.secrets.len())
-            .field("allow_sha1", &self.allow_sha1)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(GitHubBuilder: secrets, allow_sha1, ..);
 
 impl GitHubBuilder {
     /// Adds a webhook secret, used as the bytes given.
     pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
         self.secrets.push(secret.as_ref());
-        self.raw.push(secret.as_ref().to_vec());
+        self.sha1.push(secret.as_ref());
         self
     }
 
-    /// Adds several webhook secrets, in order.
-    pub fn secrets<I>(self, secrets: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        secrets.into_iter().fold(self, Self::secret)
-    }
+    secrets_method!("Adds several webhook secrets, in order.", AsRef<[u8]>);
 
     /// Accepts the legacy SHA-1 `X-Hub-Signature` when, and only when, the
     /// `X-Hub-Signature-256` header is absent (GitHub Enterprise Server before
@@ -246,21 +211,8 @@ impl GitHubBuilder {
     /// [`ConfigError::NoKeys`] when none was added.
     pub fn build(self) -> Result<GitHub, ConfigError> {
         let secrets = self.secrets.finish()?;
-        let sha1 = if self.allow_sha1 {
-            let keys = self
-                .raw
-                .iter()
-                .map(|raw| {
-                    HmacSha1::new_from_slice(raw).map_err(|_| ConfigError::Invalid {
-                        what: "secret",
-                        reason: "unusable HMAC key",
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Some(keys)
-        } else {
-            None
-        };
+        // The SHA-1 keys come from the same secrets: the same errors, met first above.
+        let sha1 = self.allow_sha1.then(|| self.sha1.finish()).transpose()?;
         Ok(GitHub { secrets, sha1 })
     }
 }

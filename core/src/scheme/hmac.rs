@@ -36,16 +36,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use ::hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
 use super::{
-    DEFAULT_TOLERANCE, HmacKey, HmacSha256, SecretList, check_timestamp, decimal, decode_base64_32,
-    decode_hex, encode_base64, encode_hex, header, header_value, mac_of, matching_secret,
-    optional_header, parse_timestamp,
+    DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, decimal, decode_base64_32,
+    decode_hex, encode_base64, encode_hex, header, optional_header, parse_timestamp,
+    signed_headers,
 };
 use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
@@ -85,7 +84,7 @@ struct SignedTimestamp {
 #[derive(Clone)]
 pub struct GenericHmac {
     scheme: &'static str,
-    secrets: Vec<HmacKey>,
+    secrets: Secrets,
     signature_header: &'static str,
     prefix: String,
     encoding: SignatureEncoding,
@@ -123,22 +122,10 @@ impl Named {
     }
 }
 
-impl fmt::Debug for GenericHmac {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GenericHmac")
-            .field("scheme", &self.scheme)
-            .field("secrets", &self.secrets.len())
-            .field("signature_header", &self.signature_header)
-            .field("prefix", &self.prefix)
-            .field("encoding", &self.encoding)
-            .field("content_prefix", &self.content_prefix)
-            .field("timestamp", &self.timestamp)
-            .field("tolerance", &self.tolerance)
-            .field("id_header", &self.id_header)
-            .field("event_type_header", &self.event_type_header)
-            .finish()
-    }
-}
+debug_fields!(
+    GenericHmac: scheme, secrets, signature_header, prefix, encoding, content_prefix,
+    timestamp, tolerance, id_header, event_type_header
+);
 
 impl GenericHmac {
     /// A builder for a scheme named `scheme` (reported in [`Verified::scheme`])
@@ -170,7 +157,7 @@ impl GenericHmac {
     pub fn sign(&self, timestamp: u64, body: &[u8]) -> String {
         let mut buf = [0u8; 20];
         let ts = decimal(timestamp, &mut buf);
-        let mac = mac_of(&self.secrets[0], |mac| self.feed(mac, ts, body));
+        let mac = self.secrets.sign(|mac| self.feed(mac, ts, body));
         let encoded = match self.encoding {
             SignatureEncoding::Hex => encode_hex(&mac),
             SignatureEncoding::Base64 => encode_base64(&mac),
@@ -185,11 +172,8 @@ impl GenericHmac {
     ///
     /// [`ConfigError::Invalid`] when the configured prefix cannot be in a header value.
     pub fn sign_headers(&self, timestamp: u64, body: &[u8]) -> Result<HeaderMap, ConfigError> {
-        let mut headers = HeaderMap::with_capacity(2);
-        headers.insert(
-            self.signature_header,
-            header_value(&self.sign(timestamp, body), "signature")?,
-        );
+        let signature = self.sign(timestamp, body);
+        let mut headers = signed_headers([(self.signature_header, &signature, "signature")])?;
         if let Some(ts) = &self.timestamp {
             headers.insert(ts.header, timestamp.into());
         }
@@ -242,10 +226,9 @@ impl Verifier for GenericHmac {
             }
             None => (None, ""),
         };
-        let index = matching_secret(&self.secrets, &signature, |mac| {
-            self.feed(mac, ts_text.as_bytes(), body);
-        })
-        .ok_or(VerifyError::NoMatchingSignature)?;
+        let index = (self.secrets)
+            .first_match(&signature, |mac| self.feed(mac, ts_text.as_bytes(), body))
+            .ok_or(VerifyError::NoMatchingSignature)?;
         let optional = |named: &Option<Named>| match named {
             Some(n) => optional_header(headers, &n.name, n.shown).map(|v| v.map(str::to_owned)),
             None => Ok(None),
@@ -277,15 +260,7 @@ pub struct GenericHmacBuilder {
     event_type_header: Option<&'static str>,
 }
 
-impl fmt::Debug for GenericHmacBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GenericHmacBuilder")
-            .field("scheme", &self.scheme)
-            .field("signature_header", &self.signature_header)
-            .field("secrets", &self.secrets.len())
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(GenericHmacBuilder: scheme, signature_header, secrets, ..);
 
 impl GenericHmacBuilder {
     /// Adds a secret, used as the bytes given (decode it first if your
@@ -295,14 +270,7 @@ impl GenericHmacBuilder {
         self
     }
 
-    /// Adds several secrets, in order.
-    pub fn secrets<I>(self, secrets: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        secrets.into_iter().fold(self, Self::secret)
-    }
+    secrets_method!("Adds several secrets, in order.", AsRef<[u8]>);
 
     /// A prefix the signature header value starts with (`sha256=`); none by default.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -333,12 +301,10 @@ impl GenericHmacBuilder {
         self
     }
 
-    /// The replay window either side of the receiver's clock (default 300 s);
-    /// only with [`signed_timestamp`](Self::signed_timestamp).
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = Some(tolerance);
-        self
-    }
+    tolerance_method!(
+        ///
+        /// Only with [`signed_timestamp`](Self::signed_timestamp).
+    );
 
     /// The header carrying the delivery id ([`Verified::id`]), for deduplication.
     pub fn id_header(mut self, header: &'static str) -> Self {

@@ -21,12 +21,67 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use ::hmac::{Hmac, KeyInit, Mac as _};
+use ::hmac::digest::Output;
+use ::hmac::{Hmac, KeyInit, Mac};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 use crate::{ConfigError, VerifyError};
+
+/// `Debug` for a scheme or builder showing only the fields named
+/// (`debug_fields!(Type: a, b.len(), ..)`), so that adding a field never
+/// prints it by accident. A field written `name.len()` shows that count; a
+/// trailing `..` marks the output non-exhaustive.
+/// [`Secrets`] and [`SecretList`] show as how many secrets they hold.
+macro_rules! debug_fields {
+    ($ty:ident: $($field:ident $(. $method:ident ())?),+ , ..) => {
+        impl ::std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    $(.field(stringify!($field), &self.$field $(.$method())?))+
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+    ($ty:ident: $($field:ident $(. $method:ident ())?),+ $(,)?) => {
+        impl ::std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    $(.field(stringify!($field), &self.$field $(.$method())?))+
+                    .finish()
+            }
+        }
+    };
+}
+
+/// A builder's `secrets` method, documented `$doc`: each item (bound by
+/// `$bound`) through the builder's own `secret`, in order.
+macro_rules! secrets_method {
+    ($doc:literal, $($bound:tt)+) => {
+        #[doc = $doc]
+        pub fn secrets<I>(self, secrets: I) -> Self
+        where
+            I: IntoIterator,
+            I::Item: $($bound)+,
+        {
+            secrets.into_iter().fold(self, Self::secret)
+        }
+    };
+}
+
+/// A builder's `tolerance` method, setting its `tolerance: Option<Duration>`;
+/// any doc comment given is appended.
+macro_rules! tolerance_method {
+    ($(#[$doc:meta])*) => {
+        /// The replay window either side of the receiver's clock (default 300 s).
+        $(#[$doc])*
+        pub fn tolerance(mut self, tolerance: ::std::time::Duration) -> Self {
+            self.tolerance = Some(tolerance);
+            self
+        }
+    };
+}
 
 pub mod github;
 pub mod hmac;
@@ -50,23 +105,23 @@ pub(crate) type HmacSha256 = Hmac<Sha256>;
 /// The default replay window: five minutes either side of the receiver's clock.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
-/// A symmetric secret, pre-keyed for HMAC-SHA256.
+/// A symmetric secret, pre-keyed for HMAC (SHA-256 unless `M` says otherwise).
 ///
 /// The key schedule (the inner and outer pads) is computed once when the
 /// verifier is built; each request clones the keyed state. `Debug` prints only
 /// the secret's length.
 #[derive(Clone)]
-pub(crate) struct HmacKey {
-    mac: HmacSha256,
+pub(crate) struct HmacKey<M = HmacSha256> {
+    mac: M,
     len: usize,
 }
 
-impl HmacKey {
+impl<M: Mac + KeyInit + Clone> HmacKey<M> {
     pub(crate) fn new(secret: &[u8], what: &'static str) -> Result<Self, ConfigError> {
         if secret.is_empty() {
             return Err(ConfigError::Empty(what));
         }
-        let mac = HmacSha256::new_from_slice(secret).map_err(|_| ConfigError::Invalid {
+        let mac = M::new_from_slice(secret).map_err(|_| ConfigError::Invalid {
             what,
             reason: "unusable HMAC key",
         })?;
@@ -76,27 +131,100 @@ impl HmacKey {
         })
     }
 
-    /// A fresh keyed MAC state.
-    pub(crate) fn mac(&self) -> HmacSha256 {
-        self.mac.clone()
+    /// The MAC of the content `feed` writes (in pieces, without concatenating).
+    #[inline]
+    pub(crate) fn mac_of(&self, feed: impl FnOnce(&mut M)) -> Output<M> {
+        let mut mac = self.mac.clone();
+        feed(&mut mac);
+        mac.finalize().into_bytes()
     }
 }
 
-impl fmt::Debug for HmacKey {
+impl<M> fmt::Debug for HmacKey<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "HmacKey([redacted; {} bytes])", self.len)
     }
 }
 
+/// A scheme's secrets, pre-keyed, in the order configured: a secret's index
+/// is what [`MatchedKey::Secret`](crate::MatchedKey::Secret) reports. `Debug`
+/// prints only how many there are.
+#[derive(Clone)]
+pub(crate) struct Secrets<M = HmacSha256>(Vec<HmacKey<M>>);
+
+impl<M> Secrets<M> {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The secret `sign` helpers use.
+    pub(crate) fn first(&self) -> Option<&HmacKey<M>> {
+        self.0.first()
+    }
+}
+
+impl<M: Mac + KeyInit + Clone> Secrets<M> {
+    /// The MAC of the content `feed` writes, with the first secret (what the
+    /// `sign` helpers send).
+    ///
+    /// # Panics
+    ///
+    /// With no secrets; every builder but [`StandardWebhooks`]' refuses to
+    /// build without one.
+    pub(crate) fn sign(&self, feed: impl FnOnce(&mut M)) -> Output<M> {
+        self.0[0].mac_of(feed)
+    }
+
+    /// The index of the first secret whose MAC over the content `feed`
+    /// writes equals `signature`, compared in constant time.
+    #[inline]
+    pub(crate) fn first_match(&self, signature: &[u8], feed: impl Fn(&mut M)) -> Option<usize> {
+        self.first_match_any(std::slice::from_ref(&signature), feed)
+    }
+
+    /// The index of the first secret whose MAC over the content `feed`
+    /// writes equals any of `candidates`. Each secret's MAC is compared, in
+    /// constant time, with every candidate, so timing does not say which
+    /// candidate matched.
+    #[inline]
+    pub(crate) fn first_match_any<S: AsRef<[u8]>>(
+        &self,
+        candidates: &[S],
+        feed: impl Fn(&mut M),
+    ) -> Option<usize> {
+        self.0.iter().position(|key| {
+            let expected = key.mac_of(&feed);
+            candidates.iter().fold(false, |matched, candidate| {
+                matched | ct_eq(&expected, candidate.as_ref())
+            })
+        })
+    }
+}
+
+impl<M> fmt::Debug for Secrets<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0.len(), f)
+    }
+}
+
 /// The secrets of a scheme being built: pre-keyed as they are added, with the
-/// first configuration error kept for `build`.
-#[derive(Default)]
-pub(crate) struct SecretList {
-    keys: Vec<HmacKey>,
+/// first configuration error kept for `build`. `Debug` prints only how many
+/// secrets were added.
+pub(crate) struct SecretList<M = HmacSha256> {
+    keys: Vec<HmacKey<M>>,
     error: Option<ConfigError>,
 }
 
-impl SecretList {
+impl<M> Default for SecretList<M> {
+    fn default() -> Self {
+        Self {
+            keys: Vec::new(),
+            error: None,
+        }
+    }
+}
+
+impl<M: Mac + KeyInit + Clone> SecretList<M> {
     /// Adds a secret used as the raw bytes given; an empty one is an error.
     pub(crate) fn push(&mut self, secret: &[u8]) {
         match HmacKey::new(secret, "secret") {
@@ -104,49 +232,37 @@ impl SecretList {
             Err(e) => self.fail(e),
         }
     }
+}
 
+impl<M> SecretList<M> {
     /// Records a configuration error (the first one wins).
     pub(crate) fn fail(&mut self, error: ConfigError) {
         self.error.get_or_insert(error);
     }
 
-    /// How many secrets were added.
-    pub(crate) fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// The keys, or the first error, or [`ConfigError::NoKeys`] when none was added.
-    pub(crate) fn finish(self) -> Result<Vec<HmacKey>, ConfigError> {
-        if let Some(e) = self.error {
-            return Err(e);
-        }
-        if self.keys.is_empty() {
+    /// The secrets, or the first error, or [`ConfigError::NoKeys`] when none
+    /// was added.
+    pub(crate) fn finish(self) -> Result<Secrets<M>, ConfigError> {
+        let secrets = self.finish_allowing_none()?;
+        if secrets.is_empty() {
             return Err(ConfigError::NoKeys);
         }
-        Ok(self.keys)
+        Ok(secrets)
+    }
+
+    /// The secrets (perhaps none), or the first error.
+    pub(crate) fn finish_allowing_none(self) -> Result<Secrets<M>, ConfigError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(Secrets(self.keys)),
+        }
     }
 }
 
-/// The index of the first secret whose MAC over the content `feed` writes
-/// equals `signature`, compared in constant time.
-pub(crate) fn matching_secret(
-    secrets: &[HmacKey],
-    signature: &[u8; 32],
-    feed: impl Fn(&mut HmacSha256),
-) -> Option<usize> {
-    secrets.iter().position(|key| {
-        let mut mac = key.mac();
-        feed(&mut mac);
-        let expected: [u8; 32] = mac.finalize().into_bytes().into();
-        ct_eq(&expected, signature)
-    })
-}
-
-/// The MAC of the content `feed` writes, with `key`.
-pub(crate) fn mac_of(key: &HmacKey, feed: impl Fn(&mut HmacSha256)) -> [u8; 32] {
-    let mut mac = key.mac();
-    feed(&mut mac);
-    mac.finalize().into_bytes().into()
+impl<M> fmt::Debug for SecretList<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.keys.len(), f)
+    }
 }
 
 /// Decodes exactly `2 * N` hex digits (either case) into `N` bytes.
@@ -232,12 +348,20 @@ pub(crate) fn optional_header<'h>(
     }
 }
 
-/// A header value built by a `sign_headers` helper.
-pub(crate) fn header_value(value: &str, what: &'static str) -> Result<HeaderValue, ConfigError> {
-    HeaderValue::from_str(value).map_err(|_| ConfigError::Invalid {
-        what,
-        reason: "not a valid header value",
-    })
+/// The headers a `sign_headers` helper builds: each `(name, value, what)`, in
+/// order; `what` names a value that cannot be a header value in the error.
+pub(crate) fn signed_headers<const N: usize>(
+    entries: [(&'static str, &str, &'static str); N],
+) -> Result<HeaderMap, ConfigError> {
+    let mut headers = HeaderMap::with_capacity(N);
+    for (name, value, what) in entries {
+        let value = HeaderValue::from_str(value).map_err(|_| ConfigError::Invalid {
+            what,
+            reason: "not a valid header value",
+        })?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
 }
 
 /// Writes `n` in decimal into `buf`, returning the digits (no allocation).
@@ -275,6 +399,22 @@ pub(crate) fn header<'h>(
     value
         .to_str()
         .map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))
+}
+
+/// The `N` bytes of a signature written `{prefix}{2N hex digits}` (trimmed)
+/// in the header `name`. The errors say `expected` when the prefix is
+/// missing, `not_hex` when the rest is not `2N` hex digits.
+pub(crate) fn prefixed_hex<const N: usize>(
+    value: &str,
+    prefix: &str,
+    name: &'static str,
+    expected: &'static str,
+    not_hex: &'static str,
+) -> Result<[u8; N], VerifyError> {
+    let hex = (value.trim())
+        .strip_prefix(prefix)
+        .ok_or(VerifyError::malformed(name, expected))?;
+    decode_hex::<N>(hex).ok_or(VerifyError::malformed(name, not_hex))
 }
 
 /// Parses integer Unix seconds: ASCII digits only, no sign, no overflow.
@@ -389,10 +529,53 @@ mod tests {
     }
 
     #[test]
+    fn secrets_match_the_first_secret_against_any_candidate() {
+        let mut list = SecretList::<HmacSha256>::default();
+        list.push(b"one");
+        list.push(b"two");
+        list.push(b"two");
+        assert_eq!(format!("{list:?}"), "3");
+        let secrets = list.finish().unwrap();
+        assert_eq!(format!("{secrets:?}"), "3");
+        let feed = |mac: &mut HmacSha256| mac.update(b"body");
+        let two = HmacKey::<HmacSha256>::new(b"two", "secret")
+            .unwrap()
+            .mac_of(feed);
+        assert_eq!(
+            secrets.sign(feed),
+            HmacKey::<HmacSha256>::new(b"one", "secret")
+                .unwrap()
+                .mac_of(feed)
+        );
+        assert_eq!(secrets.first_match(&two, feed), Some(1));
+        assert_eq!(secrets.first_match(&two[..31], feed), None);
+        assert_eq!(
+            secrets.first_match_any(&[[0u8; 32], two.into()], feed),
+            Some(1)
+        );
+        assert_eq!(secrets.first_match_any::<[u8; 32]>(&[], feed), None);
+    }
+
+    #[test]
+    fn secret_list_keeps_the_first_error() {
+        let mut list = SecretList::<HmacSha256>::default();
+        list.push(b"");
+        list.fail(ConfigError::NoKeys);
+        list.push(b"ok");
+        assert_eq!(list.finish().unwrap_err(), ConfigError::Empty("secret"));
+        assert_eq!(
+            SecretList::<HmacSha256>::default().finish().unwrap_err(),
+            ConfigError::NoKeys
+        );
+        let none = SecretList::<HmacSha256>::default().finish_allowing_none();
+        assert!(none.unwrap().is_empty());
+    }
+
+    #[test]
     fn hmac_key_debug_is_redacted() {
-        let key = HmacKey::new(b"super-secret-value", "secret").unwrap();
+        let key = HmacKey::<HmacSha256>::new(b"super-secret-value", "secret").unwrap();
         let shown = format!("{key:?}");
         assert!(!shown.contains("super"), "{shown}");
-        assert!(HmacKey::new(b"", "secret").is_err());
+        assert!(HmacKey::<HmacSha256>::new(b"", "secret").is_err());
     }
 }

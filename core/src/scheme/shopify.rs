@@ -21,15 +21,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::fmt;
 use std::time::SystemTime;
 
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
 use super::{
-    HmacKey, SecretList, decode_base64_32, encode_base64, header, header_value, mac_of,
-    matching_secret, optional_header,
+    SecretList, Secrets, decode_base64_32, encode_base64, header, optional_header, signed_headers,
 };
 use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
@@ -49,16 +47,10 @@ const SCHEME: &str = "shopify";
 ///   `X-Shopify-Topic`; no timestamp is signed.
 #[derive(Clone)]
 pub struct Shopify {
-    secrets: Vec<HmacKey>,
+    secrets: Secrets,
 }
 
-impl fmt::Debug for Shopify {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shopify")
-            .field("secrets", &self.secrets.len())
-            .finish()
-    }
-}
+debug_fields!(Shopify: secrets);
 
 impl Shopify {
     /// A verifier with one client secret.
@@ -78,7 +70,7 @@ impl Shopify {
     /// The `X-Shopify-Hmac-Sha256` value Shopify would send, signed with the first secret.
     #[must_use]
     pub fn sign(&self, body: &[u8]) -> String {
-        encode_base64(&mac_of(&self.secrets[0], |mac| mac.update(body)))
+        encode_base64(&self.secrets.sign(|mac| mac.update(body)))
     }
 
     /// The headers Shopify would send: the signature, the webhook id and the topic.
@@ -92,11 +84,11 @@ impl Shopify {
         topic: &str,
         body: &[u8],
     ) -> Result<HeaderMap, ConfigError> {
-        let mut headers = HeaderMap::with_capacity(3);
-        headers.insert(SIGNATURE, header_value(&self.sign(body), "signature")?);
-        headers.insert(WEBHOOK_ID, header_value(webhook_id, "webhook id")?);
-        headers.insert(TOPIC, header_value(topic, "topic")?);
-        Ok(headers)
+        signed_headers([
+            (SIGNATURE, &self.sign(body), "signature"),
+            (WEBHOOK_ID, webhook_id, "webhook id"),
+            (TOPIC, topic, "topic"),
+        ])
     }
 }
 
@@ -110,7 +102,8 @@ impl Verifier for Shopify {
         let value = header(headers, &SIGNATURE_NAME, SIGNATURE)?;
         let signature = decode_base64_32(value.trim())
             .ok_or(VerifyError::malformed(SIGNATURE, "not base64 of 32 bytes"))?;
-        let index = matching_secret(&self.secrets, &signature, |mac| mac.update(body))
+        let index = (self.secrets)
+            .first_match(&signature, |mac| mac.update(body))
             .ok_or(VerifyError::NoMatchingSignature)?;
         Ok(Verified {
             scheme: SCHEME,
@@ -131,13 +124,7 @@ pub struct ShopifyBuilder {
     secrets: SecretList,
 }
 
-impl fmt::Debug for ShopifyBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ShopifyBuilder")
-            .field("secrets", &self.secrets.len())
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(ShopifyBuilder: secrets, ..);
 
 impl ShopifyBuilder {
     /// Adds a client secret, used as the bytes given.
@@ -146,14 +133,7 @@ impl ShopifyBuilder {
         self
     }
 
-    /// Adds several client secrets, in order.
-    pub fn secrets<I>(self, secrets: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        secrets.into_iter().fold(self, Self::secret)
-    }
+    secrets_method!("Adds several client secrets, in order.", AsRef<[u8]>);
 
     /// The verifier.
     ///

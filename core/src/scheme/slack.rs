@@ -29,15 +29,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
 use super::{
-    DEFAULT_TOLERANCE, HmacKey, SecretList, check_timestamp, decode_hex, encode_hex, header,
-    header_value, mac_of, matching_secret, parse_timestamp,
+    DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, encode_hex, header,
+    parse_timestamp, prefixed_hex, signed_headers,
 };
 use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
@@ -57,18 +56,11 @@ const SCHEME: &str = "slack";
 /// * no delivery id or event type header: [`Verified::id`] is `None`.
 #[derive(Clone)]
 pub struct Slack {
-    secrets: Vec<HmacKey>,
+    secrets: Secrets,
     tolerance: Duration,
 }
 
-impl fmt::Debug for Slack {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Slack")
-            .field("secrets", &self.secrets.len())
-            .field("tolerance", &self.tolerance)
-            .finish()
-    }
-}
+debug_fields!(Slack: secrets, tolerance);
 
 impl Slack {
     /// A verifier with one signing secret and the default tolerance.
@@ -95,7 +87,7 @@ impl Slack {
     #[must_use]
     pub fn sign(&self, timestamp: u64, body: &[u8]) -> String {
         let ts = timestamp.to_string();
-        let mac = mac_of(&self.secrets[0], |mac| feed(mac, &ts, body));
+        let mac = self.secrets.sign(|mac| feed(mac, &ts, body));
         format!("v0={}", encode_hex(&mac))
     }
 
@@ -105,18 +97,15 @@ impl Slack {
     ///
     /// Never in practice; the `Result` matches the other schemes' helpers.
     pub fn sign_headers(&self, timestamp: u64, body: &[u8]) -> Result<HeaderMap, ConfigError> {
-        let mut headers = HeaderMap::with_capacity(2);
-        headers.insert(TIMESTAMP, timestamp.into());
-        headers.insert(
-            SIGNATURE,
-            header_value(&self.sign(timestamp, body), "signature")?,
-        );
-        Ok(headers)
+        signed_headers([
+            (TIMESTAMP, &timestamp.to_string(), "timestamp"),
+            (SIGNATURE, &self.sign(timestamp, body), "signature"),
+        ])
     }
 }
 
 /// Writes `v0:{timestamp}:{body}` into the MAC, without concatenating.
-fn feed(mac: &mut super::HmacSha256, timestamp: &str, body: &[u8]) {
+fn feed(mac: &mut HmacSha256, timestamp: &str, body: &[u8]) {
     mac.update(b"v0:");
     mac.update(timestamp.as_bytes());
     mac.update(b":");
@@ -133,15 +122,17 @@ impl Verifier for Slack {
         let signature = header(headers, &SIGNATURE_NAME, SIGNATURE)?;
         let ts_raw = header(headers, &TIMESTAMP_NAME, TIMESTAMP)?;
         let timestamp = parse_timestamp(TIMESTAMP, ts_raw)?;
-        let hex = signature
-            .trim()
-            .strip_prefix("v0=")
-            .ok_or(VerifyError::malformed(SIGNATURE, "expected v0=<hex>"))?;
-        let signature =
-            decode_hex::<32>(hex).ok_or(VerifyError::malformed(SIGNATURE, "not 64 hex digits"))?;
+        let signature = prefixed_hex::<32>(
+            signature,
+            "v0=",
+            SIGNATURE,
+            "expected v0=<hex>",
+            "not 64 hex digits",
+        )?;
         check_timestamp(timestamp, now, self.tolerance)?;
         let ts_text = ts_raw.trim();
-        let index = matching_secret(&self.secrets, &signature, |mac| feed(mac, ts_text, body))
+        let index = (self.secrets)
+            .first_match(&signature, |mac| feed(mac, ts_text, body))
             .ok_or(VerifyError::NoMatchingSignature)?;
         Ok(Verified {
             scheme: SCHEME,
@@ -163,14 +154,7 @@ pub struct SlackBuilder {
     tolerance: Option<Duration>,
 }
 
-impl fmt::Debug for SlackBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SlackBuilder")
-            .field("secrets", &self.secrets.len())
-            .field("tolerance", &self.tolerance)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(SlackBuilder: secrets, tolerance, ..);
 
 impl SlackBuilder {
     /// Adds a signing secret, used as the bytes given.
@@ -179,20 +163,9 @@ impl SlackBuilder {
         self
     }
 
-    /// Adds several signing secrets, in order.
-    pub fn secrets<I>(self, secrets: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        secrets.into_iter().fold(self, Self::secret)
-    }
+    secrets_method!("Adds several signing secrets, in order.", AsRef<[u8]>);
 
-    /// The replay window either side of the receiver's clock (default 300 s).
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = Some(tolerance);
-        self
-    }
+    tolerance_method!();
 
     /// The verifier.
     ///

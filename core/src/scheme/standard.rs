@@ -8,9 +8,12 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use hmac::Mac as _;
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName};
 
-use super::{DEFAULT_TOLERANCE, HmacKey, check_timestamp, ct_eq, parse_timestamp};
+use super::{
+    DEFAULT_TOLERANCE, HmacKey, HmacSha256, SecretList, Secrets, check_timestamp, decimal,
+    parse_timestamp, signed_headers,
+};
 use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
 const ID: &[&str] = &["webhook-id", "svix-id"];
@@ -65,20 +68,12 @@ const SCHEME: &str = "standard-webhooks";
 /// ```
 #[derive(Clone)]
 pub struct StandardWebhooks {
-    secrets: Vec<HmacKey>,
+    secrets: Secrets,
     public_keys: Vec<VerifyingKey>,
     tolerance: Duration,
 }
 
-impl fmt::Debug for StandardWebhooks {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StandardWebhooks")
-            .field("secrets", &self.secrets.len())
-            .field("public_keys", &self.public_keys.len())
-            .field("tolerance", &self.tolerance)
-            .finish()
-    }
-}
+debug_fields!(StandardWebhooks: secrets, public_keys.len(), tolerance);
 
 impl StandardWebhooks {
     /// A verifier with one secret (`whsec_…`, or bare base64) and the default tolerance.
@@ -108,10 +103,7 @@ impl StandardWebhooks {
     /// [`ConfigError::NoKeys`] when the verifier has only public keys.
     pub fn sign(&self, id: &str, timestamp: u64, body: &[u8]) -> Result<String, ConfigError> {
         let key = self.secrets.first().ok_or(ConfigError::NoKeys)?;
-        Ok(format!(
-            "v1,{}",
-            B64.encode(hmac_content(key, id, timestamp, body))
-        ))
+        Ok(sign_v1(key, id, timestamp, body))
     }
 
     /// The three headers a sender would send, signed with the first secret.
@@ -133,21 +125,11 @@ impl StandardWebhooks {
 
 /// The three Standard Webhooks headers for an id, timestamp and signature value.
 fn standard_headers(id: &str, timestamp: u64, signature: &str) -> Result<HeaderMap, ConfigError> {
-    let invalid = |what| ConfigError::Invalid {
-        what,
-        reason: "not a valid header value",
-    };
-    let mut headers = HeaderMap::with_capacity(3);
-    headers.insert(
-        ID[0],
-        HeaderValue::from_str(id).map_err(|_| invalid("webhook id"))?,
-    );
-    headers.insert(TIMESTAMP[0], HeaderValue::from(timestamp));
-    headers.insert(
-        SIGNATURE[0],
-        HeaderValue::from_str(signature).map_err(|_| invalid("signature"))?,
-    );
-    Ok(headers)
+    signed_headers([
+        (ID[0], id, "webhook id"),
+        (TIMESTAMP[0], &timestamp.to_string(), "timestamp"),
+        (SIGNATURE[0], signature, "signature"),
+    ])
 }
 
 /// The value of the first of `names` present, as visible ASCII, with its
@@ -168,26 +150,31 @@ fn header<'h>(
     Err(VerifyError::MissingHeader(shown[0]))
 }
 
-/// HMAC-SHA256 of `{id}.{timestamp}.{body}`, without concatenating.
-fn hmac_content(key: &HmacKey, id: &str, timestamp: u64, body: &[u8]) -> [u8; 32] {
-    let mut mac = key.mac();
+/// Writes `{id}.{timestamp}.{body}` into the MAC, without concatenating.
+fn feed(mac: &mut HmacSha256, id: &str, timestamp: &[u8], body: &[u8]) {
     mac.update(id.as_bytes());
     mac.update(b".");
-    mac.update(itoa(timestamp).as_bytes());
+    mac.update(timestamp);
     mac.update(b".");
     mac.update(body);
-    mac.finalize().into_bytes().into()
 }
 
-fn itoa(n: u64) -> String {
-    n.to_string()
+/// The `v1,…` entry for a delivery, signed with `key`.
+fn sign_v1(key: &HmacKey, id: &str, timestamp: u64, body: &[u8]) -> String {
+    let mut buf = [0u8; 20];
+    let ts = decimal(timestamp, &mut buf);
+    format!(
+        "v1,{}",
+        B64.encode(key.mac_of(|mac| feed(mac, id, ts, body)))
+    )
 }
 
-fn signed_content(id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
+/// `{id}.{timestamp}.{body}` in one piece, as ed25519 needs it.
+fn signed_content(id: &str, timestamp: &[u8], body: &[u8]) -> Vec<u8> {
     let mut content = Vec::with_capacity(id.len() + timestamp.len() + body.len() + 2);
     content.extend_from_slice(id.as_bytes());
     content.push(b'.');
-    content.extend_from_slice(timestamp.as_bytes());
+    content.extend_from_slice(timestamp);
     content.push(b'.');
     content.extend_from_slice(body);
     content
@@ -209,7 +196,7 @@ impl Verifier for StandardWebhooks {
         let timestamp = parse_timestamp(ts_name, ts_raw)?;
         check_timestamp(timestamp, now, self.tolerance)?;
         // The signed timestamp is the header's own text (trimmed), exactly as sent.
-        let ts_text = ts_raw.trim();
+        let ts_text = ts_raw.trim().as_bytes();
 
         let mut v1: [[u8; 32]; MAX_ENTRIES] = [[0; 32]; MAX_ENTRIES];
         let mut n_v1 = 0;
@@ -257,25 +244,11 @@ impl Verifier for StandardWebhooks {
             event_type: None,
             matched_key,
         };
-        if n_v1 > 0 {
-            for (index, key) in self.secrets.iter().enumerate() {
-                let mut mac = key.mac();
-                mac.update(id.as_bytes());
-                mac.update(b".");
-                mac.update(ts_text.as_bytes());
-                mac.update(b".");
-                mac.update(body);
-                let expected: [u8; 32] = mac.finalize().into_bytes().into();
-                // Compare against every entry without stopping early on a match
-                // within one secret, so timing does not reveal which entry matched.
-                let mut matched = false;
-                for candidate in &v1[..n_v1] {
-                    matched |= ct_eq(&expected, candidate);
-                }
-                if matched {
-                    return Ok(verified(MatchedKey::Secret(index)));
-                }
-            }
+        if n_v1 > 0
+            && let Some(index) =
+                (self.secrets).first_match_any(&v1[..n_v1], |mac| feed(mac, id, ts_text, body))
+        {
+            return Ok(verified(MatchedKey::Secret(index)));
         }
         if !v1a.is_empty() {
             let content = signed_content(id, ts_text, body);
@@ -298,25 +271,17 @@ impl Verifier for StandardWebhooks {
 #[derive(Default)]
 #[must_use]
 pub struct StandardWebhooksBuilder {
-    secrets: Vec<HmacKey>,
+    /// The secrets, and the first error met adding secrets or keys.
+    secrets: SecretList,
     public_keys: Vec<VerifyingKey>,
     tolerance: Option<Duration>,
-    error: Option<ConfigError>,
 }
 
-impl fmt::Debug for StandardWebhooksBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StandardWebhooksBuilder")
-            .field("secrets", &self.secrets.len())
-            .field("public_keys", &self.public_keys.len())
-            .field("tolerance", &self.tolerance)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(StandardWebhooksBuilder: secrets, public_keys.len(), tolerance, ..);
 
 impl StandardWebhooksBuilder {
     fn fail(mut self, error: ConfigError) -> Self {
-        self.error.get_or_insert(error);
+        self.secrets.fail(error);
         self
     }
 
@@ -330,13 +295,8 @@ impl StandardWebhooksBuilder {
 
     /// Adds a secret given as raw bytes (not base64).
     pub fn raw_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
-        match HmacKey::new(secret.as_ref(), "secret") {
-            Ok(key) => {
-                self.secrets.push(key);
-                self
-            }
-            Err(e) => self.fail(e),
-        }
+        self.secrets.push(secret.as_ref());
+        self
     }
 
     /// Trusts an ed25519 public key for `v1a` signatures: `whpk_<base64>` (32 bytes).
@@ -363,11 +323,7 @@ impl StandardWebhooksBuilder {
         }
     }
 
-    /// The replay window either side of the receiver's clock (default 300 s).
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = Some(tolerance);
-        self
-    }
+    tolerance_method!();
 
     /// The verifier.
     ///
@@ -376,14 +332,12 @@ impl StandardWebhooksBuilder {
     /// The first [`ConfigError`] met while adding secrets and keys, or
     /// [`ConfigError::NoKeys`] when none was added.
     pub fn build(self) -> Result<StandardWebhooks, ConfigError> {
-        if let Some(e) = self.error {
-            return Err(e);
-        }
-        if self.secrets.is_empty() && self.public_keys.is_empty() {
+        let secrets = self.secrets.finish_allowing_none()?;
+        if secrets.is_empty() && self.public_keys.is_empty() {
             return Err(ConfigError::NoKeys);
         }
         Ok(StandardWebhooks {
-            secrets: self.secrets,
+            secrets,
             public_keys: self.public_keys,
             tolerance: self.tolerance.unwrap_or(DEFAULT_TOLERANCE),
         })
@@ -493,11 +447,10 @@ impl Signer {
     #[must_use]
     pub fn sign(&self, id: &str, timestamp: u64, body: &[u8]) -> String {
         match &self.0 {
-            SignerKey::Hmac(key) => {
-                format!("v1,{}", B64.encode(hmac_content(key, id, timestamp, body)))
-            }
+            SignerKey::Hmac(key) => sign_v1(key, id, timestamp, body),
             SignerKey::Ed25519(key) => {
-                let content = signed_content(id, &itoa(timestamp), body);
+                let mut buf = [0u8; 20];
+                let content = signed_content(id, decimal(timestamp, &mut buf), body);
                 format!("v1a,{}", B64.encode(key.sign(&content).to_bytes()))
             }
         }

@@ -26,15 +26,14 @@
 //! ```
 
 use std::borrow::Cow;
-use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
 use super::{
-    DEFAULT_TOLERANCE, HmacKey, SecretList, check_timestamp, ct_eq, decimal, decode_hex,
-    encode_hex, header, header_value, mac_of, parse_timestamp,
+    DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, decimal, decode_hex,
+    encode_hex, header, parse_timestamp, signed_headers,
 };
 use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
@@ -71,18 +70,11 @@ const MAX_SIGNATURES: usize = 16;
 /// ```
 #[derive(Clone)]
 pub struct Stripe {
-    secrets: Vec<HmacKey>,
+    secrets: Secrets,
     tolerance: Duration,
 }
 
-impl fmt::Debug for Stripe {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Stripe")
-            .field("secrets", &self.secrets.len())
-            .field("tolerance", &self.tolerance)
-            .finish()
-    }
-}
+debug_fields!(Stripe: secrets, tolerance);
 
 impl Stripe {
     /// A verifier with one endpoint secret and the default tolerance.
@@ -108,10 +100,10 @@ impl Stripe {
     /// The `Stripe-Signature` value Stripe would send, signed with the first secret.
     #[must_use]
     pub fn sign(&self, timestamp: u64, body: &[u8]) -> String {
-        format!(
-            "t={timestamp},v1={}",
-            encode_hex(&stripe_mac(&self.secrets[0], timestamp, body))
-        )
+        let mut buf = [0u8; 20];
+        let t = decimal(timestamp, &mut buf);
+        let mac = self.secrets.sign(|mac| feed(mac, t, body));
+        format!("t={timestamp},v1={}", encode_hex(&mac))
     }
 
     /// The headers Stripe would send, signed with the first secret.
@@ -120,24 +112,15 @@ impl Stripe {
     ///
     /// Never in practice; the `Result` matches the other schemes' helpers.
     pub fn sign_headers(&self, timestamp: u64, body: &[u8]) -> Result<HeaderMap, ConfigError> {
-        let mut headers = HeaderMap::with_capacity(1);
-        headers.insert(
-            SIGNATURE,
-            header_value(&self.sign(timestamp, body), "signature")?,
-        );
-        Ok(headers)
+        signed_headers([(SIGNATURE, &self.sign(timestamp, body), "signature")])
     }
 }
 
-/// HMAC-SHA256 of `{timestamp}.{body}`, without concatenating.
-fn stripe_mac(key: &HmacKey, timestamp: u64, body: &[u8]) -> [u8; 32] {
-    let mut buf = [0u8; 20];
-    let t = decimal(timestamp, &mut buf);
-    mac_of(key, |mac| {
-        mac.update(t);
-        mac.update(b".");
-        mac.update(body);
-    })
+/// Writes `{timestamp}.{body}` into the MAC, without concatenating.
+fn feed(mac: &mut HmacSha256, timestamp: &[u8], body: &[u8]) {
+    mac.update(timestamp);
+    mac.update(b".");
+    mac.update(body);
 }
 
 /// What the `Stripe-Signature` header says.
@@ -222,25 +205,20 @@ impl Verifier for Stripe {
         if candidates.is_empty() {
             return Err(VerifyError::NoMatchingSignature);
         }
-        for (index, key) in self.secrets.iter().enumerate() {
-            let expected = stripe_mac(key, parsed.timestamp, body);
-            // Every candidate is compared, so timing does not say which matched.
-            let mut matched = false;
-            for candidate in candidates {
-                matched |= ct_eq(&expected, candidate);
-            }
-            if matched {
-                let (id, event_type) = event_fields(body);
-                return Ok(Verified {
-                    scheme: SCHEME,
-                    id,
-                    timestamp: Some(parsed.timestamp),
-                    event_type,
-                    matched_key: MatchedKey::Secret(index),
-                });
-            }
-        }
-        Err(VerifyError::NoMatchingSignature)
+        // Signed as the parsed number's digits.
+        let mut buf = [0u8; 20];
+        let t = decimal(parsed.timestamp, &mut buf);
+        let index = (self.secrets)
+            .first_match_any(candidates, |mac| feed(mac, t, body))
+            .ok_or(VerifyError::NoMatchingSignature)?;
+        let (id, event_type) = event_fields(body);
+        Ok(Verified {
+            scheme: SCHEME,
+            id,
+            timestamp: Some(parsed.timestamp),
+            event_type,
+            matched_key: MatchedKey::Secret(index),
+        })
     }
 }
 
@@ -254,14 +232,7 @@ pub struct StripeBuilder {
     tolerance: Option<Duration>,
 }
 
-impl fmt::Debug for StripeBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StripeBuilder")
-            .field("secrets", &self.secrets.len())
-            .field("tolerance", &self.tolerance)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(StripeBuilder: secrets, tolerance, ..);
 
 impl StripeBuilder {
     /// Adds an endpoint secret (`whsec_…`), used as the string's bytes.
@@ -281,20 +252,9 @@ impl StripeBuilder {
         self
     }
 
-    /// Adds several endpoint secrets, in order.
-    pub fn secrets<I>(self, secrets: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        secrets.into_iter().fold(self, Self::secret)
-    }
+    secrets_method!("Adds several endpoint secrets, in order.", AsRef<str>);
 
-    /// The replay window either side of the receiver's clock (default 300 s).
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = Some(tolerance);
-        self
-    }
+    tolerance_method!();
 
     /// The verifier.
     ///
