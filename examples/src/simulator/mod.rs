@@ -289,7 +289,8 @@ impl Rng {
 mod tests {
     use super::*;
 
-    fn config() -> SimulatorConfig {
+    /// A small configuration with every fault enabled (shared with `plan`'s tests).
+    pub(super) fn config() -> SimulatorConfig {
         SimulatorConfig {
             secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
             emails: 10,

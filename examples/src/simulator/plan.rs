@@ -299,19 +299,7 @@ fn to_body(event: &EmailEvent) -> Bytes {
 mod tests {
     use super::*;
 
-    fn config() -> SimulatorConfig {
-        SimulatorConfig {
-            secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-            emails: 10,
-            events: 57,
-            duplicates: 0.3,
-            tampered: 0.1,
-            wrong_secret_rate: 0.1,
-            stale: 0.1,
-            unknown: 0.1,
-            ..SimulatorConfig::default()
-        }
-    }
+    use crate::simulator::tests::config;
 
     #[test]
     fn a_plan_has_every_genuine_event_once() {
