@@ -108,6 +108,19 @@ async fn send(app: &RunningApp, request: &Request) -> Result<Response, String> {
     client::send(app.addr, request).await
 }
 
+/// Waits (up to 10 s) until the handler has started `n` runs for `id`, so that
+/// timing-sensitive scenarios measure from the handler's start, not from
+/// when the request was sent.
+async fn handler_started(app: &RunningApp, id: &str, n: u32) -> Outcome {
+    for _ in 0..1000 {
+        if app.behaviour.calls(id) >= n {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err(format!("the handler never started run {n} of {id}"))
+}
+
 fn expect(response: &Response, status: u16, what: &str) -> Outcome {
     ensure!(
         response.status == status,
@@ -149,7 +162,7 @@ async fn in_flight_duplicate_gets_409(env: Env) -> Outcome {
     let slow = delivery("/hook", "msg_inflight", BODY)?.header(MODE_HEADER, "sleep:1500");
     let addr = app.addr;
     let first = tokio::spawn(async move { client::send(addr, &slow).await });
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    handler_started(&app, "msg_inflight", 1).await?;
     let second = send(&app, &delivery("/hook", "msg_inflight", BODY)?).await?;
     expect(&second, 409, "concurrent retry")?;
     let retry_after: u64 = second
@@ -444,9 +457,12 @@ async fn lease_expiry_takeover(env: Env) -> Outcome {
     spec.lease = Duration::from_secs(1);
     let app = env.framework.start(&spec).await?;
     let addr = app.addr;
-    let slow = delivery("/hook", "msg_lease", BODY)?.header(MODE_HEADER, "sleep:2500");
+    let slow = delivery("/hook", "msg_lease", BODY)?.header(MODE_HEADER, "sleep:3000");
     let first = tokio::spawn(async move { client::send(addr, &slow).await });
-    tokio::time::sleep(Duration::from_millis(1400)).await;
+    // The claim was taken just before the handler started: 1.3 s later the
+    // 1 s lease has expired and the first holder is still running (3 s).
+    handler_started(&app, "msg_lease", 1).await?;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
     // Two retries after the lease expired: exactly one takes over (and fails).
     let retry = delivery("/hook", "msg_lease", BODY)?.header(MODE_HEADER, "sleep-fail:300");
     let (a, b) = tokio::join!(client::send(addr, &retry), client::send(addr, &retry));
