@@ -74,6 +74,24 @@ impl DedupStore for Recording {
     }
 }
 
+/// Signs `body` as delivery `id` and runs it through `receiver` with `handler`,
+/// whose output is the response status.
+async fn deliver<F, Fut>(
+    receiver: &Receiver,
+    id: &str,
+    body: &[u8],
+    handler: F,
+) -> Result<u16, Rejection>
+where
+    F: FnOnce(http::request::Parts, webhooks_core::Delivery) -> Fut,
+    Fut: std::future::Future<Output = u16>,
+{
+    let bytes = bytes::Bytes::copy_from_slice(body);
+    receiver
+        .process(request(id, body), bytes, handler, |s| *s)
+        .await
+}
+
 fn receiver(store: Arc<Recording>) -> Receiver {
     Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
         .shared_store(store)
@@ -86,16 +104,11 @@ async fn dropped_request_releases_the_claim() {
     let receiver = receiver(Arc::clone(&store));
     let started = Arc::new(tokio::sync::Notify::new());
     let signal = Arc::clone(&started);
-    let slow = receiver.process(
-        request("msg_drop", b"{}"),
-        "{}".into(),
-        move |_, _| async move {
-            signal.notify_one();
-            tokio::time::sleep(Duration::from_secs(3600)).await;
-            204u16
-        },
-        |s| *s,
-    );
+    let slow = deliver(&receiver, "msg_drop", b"{}", move |_, _| async move {
+        signal.notify_one();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        204u16
+    });
     // Drive the request until the handler runs, then drop it (client gone).
     tokio::select! {
         _ = slow => panic!("the handler cannot finish"),
@@ -110,14 +123,7 @@ async fn dropped_request_releases_the_claim() {
     }
     assert_eq!(store.releases.load(Ordering::SeqCst), 1);
     // And a retry runs the handler.
-    let retry = receiver
-        .process(
-            request("msg_drop", b"{}"),
-            "{}".into(),
-            |_, _| async { 204u16 },
-            |s| *s,
-        )
-        .await;
+    let retry = deliver(&receiver, "msg_drop", b"{}", |_, _| async { 204u16 }).await;
     assert_eq!(retry, Ok(204));
 }
 
@@ -128,14 +134,7 @@ async fn failed_complete_still_returns_the_handlers_response() {
         ..Recording::default()
     });
     let receiver = receiver(Arc::clone(&store));
-    let result = receiver
-        .process(
-            request("msg_c", b"{}"),
-            "{}".into(),
-            |_, _| async { 202u16 },
-            |s| *s,
-        )
-        .await;
+    let result = deliver(&receiver, "msg_c", b"{}", |_, _| async { 202u16 }).await;
     assert_eq!(result, Ok(202));
     assert_eq!(store.completes.load(Ordering::SeqCst), 1);
 }
@@ -154,14 +153,7 @@ async fn store_down_fails_closed_by_default_and_open_on_request() {
         }
     };
     let closed = receiver(Arc::clone(&store));
-    let result = closed
-        .process(
-            request("msg_s", b"{}"),
-            "{}".into(),
-            handler(Arc::clone(&runs)),
-            |s| *s,
-        )
-        .await;
+    let result = deliver(&closed, "msg_s", b"{}", handler(Arc::clone(&runs))).await;
     assert!(matches!(result, Err(Rejection::StoreUnavailable { .. })));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 
@@ -169,14 +161,7 @@ async fn store_down_fails_closed_by_default_and_open_on_request() {
         .shared_store(store)
         .on_store_failure(StoreFailure::Open)
         .build();
-    let result = open
-        .process(
-            request("msg_s", b"{}"),
-            "{}".into(),
-            handler(Arc::clone(&runs)),
-            |s| *s,
-        )
-        .await;
+    let result = deliver(&open, "msg_s", b"{}", handler(Arc::clone(&runs))).await;
     assert_eq!(result, Ok(204));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
@@ -189,23 +174,17 @@ async fn key_function_and_no_dedup() {
         .build();
     let body = br#"{"event":{"id":"evt_1"}}"#;
     let ok = |_, _| async { 204u16 };
-    let first = receiver
-        .process(request("msg_a", body), body.as_slice().into(), ok, |s| *s)
-        .await;
+    let first = deliver(&receiver, "msg_a", body, ok).await;
     assert_eq!(first, Ok(204));
     // Another header id, same event id: a duplicate.
-    let second = receiver
-        .process(request("msg_b", body), body.as_slice().into(), ok, |s| *s)
-        .await;
+    let second = deliver(&receiver, "msg_b", body, ok).await;
     assert_eq!(second, Err(Rejection::Duplicate));
 
     let no_dedup = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
         .no_dedup()
         .build();
     for _ in 0..2 {
-        let r = no_dedup
-            .process(request("msg_n", b"{}"), "{}".into(), ok, |s| *s)
-            .await;
+        let r = deliver(&no_dedup, "msg_n", b"{}", ok).await;
         assert_eq!(r, Ok(204));
     }
 }
