@@ -13,7 +13,7 @@ use webhooks_core::Receiver;
 use webhooks_core::dedup::DedupStore;
 use webhooks_core::scheme::GitHub;
 
-use crate::behaviour::{Behaviour, MODE_HEADER, TypedEvent};
+use crate::behaviour::{Behaviour, EXPECT_EVENT_HEADER, MODE_HEADER, TestHeaders, TypedEvent};
 use crate::keys;
 
 /// What a scenario configures in the app under test.
@@ -126,21 +126,11 @@ impl Framework {
     }
 }
 
-fn mode(headers: &HeaderMap) -> String {
-    headers
-        .get(MODE_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("ok")
-        .to_owned()
-}
-
-/// The header a scenario sets to check the verified event type.
-pub const EXPECT_EVENT_HEADER: &str = "x-test-expect-event";
-
-fn event_as_expected(headers: &HeaderMap, meta: &webhooks_core::Verified) -> bool {
-    headers
-        .get(EXPECT_EVENT_HEADER)
-        .is_none_or(|want| Some(want.as_bytes()) == meta.event_type.as_deref().map(str::as_bytes))
+fn test_headers(headers: &HeaderMap) -> TestHeaders<'_> {
+    TestHeaders {
+        mode: headers.get(MODE_HEADER).and_then(|v| v.to_str().ok()),
+        expect_event: headers.get(EXPECT_EVENT_HEADER).map(|v| v.as_bytes()),
+    }
 }
 
 fn status(code: u16) -> StatusCode {
@@ -154,11 +144,11 @@ async fn axum_hook(
     body: Bytes,
 ) -> StatusCode {
     // The exact verified bytes must be what the handler reads.
-    if body != raw.body || !event_as_expected(&headers, &raw.meta) {
-        return StatusCode::IM_A_TEAPOT;
-    }
-    let id = raw.meta.id.unwrap_or_default();
-    status(behaviour.handle(&mode(&headers), &id).await)
+    status(
+        behaviour
+            .hook(test_headers(&headers), &raw.meta, body == raw.body)
+            .await,
+    )
 }
 
 async fn axum_typed(
@@ -167,15 +157,7 @@ async fn axum_typed(
     headers: HeaderMap,
     VerifiedWebhook(event): VerifiedWebhook<TypedEvent>,
 ) -> StatusCode {
-    if event.kind.is_empty() {
-        return StatusCode::IM_A_TEAPOT;
-    }
-    let _ = event.data.count;
-    status(
-        behaviour
-            .handle(&mode(&headers), meta.id.as_deref().unwrap_or(""))
-            .await,
-    )
+    status(behaviour.typed(test_headers(&headers), &meta, &event).await)
 }
 
 async fn start_axum(
@@ -213,22 +195,13 @@ mod actix {
     use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
     use actix_webhooks::{RawWebhook, VerifiedWebhook, WebhookMeta};
 
-    use crate::behaviour::{Behaviour, MODE_HEADER, TypedEvent};
+    use crate::behaviour::{Behaviour, EXPECT_EVENT_HEADER, MODE_HEADER, TestHeaders, TypedEvent};
 
-    fn mode(req: &HttpRequest) -> String {
-        req.headers()
-            .get(MODE_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("ok")
-            .to_owned()
-    }
-
-    fn expected_event(req: &HttpRequest, meta: &webhooks_core::Verified) -> bool {
-        req.headers()
-            .get(super::EXPECT_EVENT_HEADER)
-            .is_none_or(|want| {
-                Some(want.as_bytes()) == meta.event_type.as_deref().map(str::as_bytes)
-            })
+    fn test_headers(req: &HttpRequest) -> TestHeaders<'_> {
+        TestHeaders {
+            mode: req.headers().get(MODE_HEADER).and_then(|v| v.to_str().ok()),
+            expect_event: req.headers().get(EXPECT_EVENT_HEADER).map(|v| v.as_bytes()),
+        }
     }
 
     fn status(code: u16) -> HttpResponse {
@@ -241,11 +214,11 @@ mod actix {
         req: HttpRequest,
         body: web::Bytes,
     ) -> HttpResponse {
-        if body != raw.body || !expected_event(&req, &raw.meta) {
-            return status(418);
-        }
-        let id = raw.meta.id.unwrap_or_default();
-        status(behaviour.handle(&mode(&req), &id).await)
+        status(
+            behaviour
+                .hook(test_headers(&req), &raw.meta, body == raw.body)
+                .await,
+        )
     }
 
     pub(super) async fn typed(
@@ -254,15 +227,7 @@ mod actix {
         req: HttpRequest,
         VerifiedWebhook(event): VerifiedWebhook<TypedEvent>,
     ) -> HttpResponse {
-        if event.kind.is_empty() {
-            return status(418);
-        }
-        let _ = event.data.count;
-        status(
-            behaviour
-                .handle(&mode(&req), meta.id.as_deref().unwrap_or(""))
-                .await,
-        )
+        status(behaviour.typed(test_headers(&req), &meta, &event).await)
     }
 }
 

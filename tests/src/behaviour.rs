@@ -6,8 +6,21 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use webhooks_core::Verified;
+
 /// The header a scenario uses to choose what the handler does.
 pub const MODE_HEADER: &str = "x-test-mode";
+/// The header a scenario sets to check the verified event type.
+pub const EXPECT_EVENT_HEADER: &str = "x-test-expect-event";
+
+/// What a route handler read from the request's test headers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TestHeaders<'a> {
+    /// `x-test-mode` (default `ok`).
+    pub mode: Option<&'a str>,
+    /// `x-test-expect-event`, if set.
+    pub expect_event: Option<&'a [u8]>,
+}
 
 /// Counts handler runs per delivery id and acts as the request's mode says.
 #[derive(Debug, Default)]
@@ -58,6 +71,30 @@ impl Behaviour {
             "panic-once" if run == 1 => panic!("handler panicked on purpose"),
             _ => 204,
         }
+    }
+
+    /// The `/hook` (and `/github`) route, the same on every framework: 418 if
+    /// the body the handler read is not the verified one or the event type is
+    /// not the expected one; otherwise [`handle`](Self::handle).
+    pub async fn hook(&self, test: TestHeaders<'_>, meta: &Verified, body_intact: bool) -> u16 {
+        let event_ok = test
+            .expect_event
+            .is_none_or(|want| Some(want) == meta.event_type.as_deref().map(str::as_bytes));
+        if !body_intact || !event_ok {
+            return 418;
+        }
+        self.handle(test.mode.unwrap_or("ok"), meta.id.as_deref().unwrap_or(""))
+            .await
+    }
+
+    /// The `/typed` route: the typed event must be complete.
+    pub async fn typed(&self, test: TestHeaders<'_>, meta: &Verified, event: &TypedEvent) -> u16 {
+        if event.kind.is_empty() {
+            return 418;
+        }
+        let _ = event.data.count;
+        self.handle(test.mode.unwrap_or("ok"), meta.id.as_deref().unwrap_or(""))
+            .await
     }
 
     /// How many times the handler ran for `id`.

@@ -515,7 +515,7 @@ async fn github_scheme_through_the_same_pipeline(env: Env) -> Outcome {
         .map_err(|e| e.to_string())?;
     let request = Request::post("/github", body.to_vec())
         .headers(&headers)
-        .header(crate::apps::EXPECT_EVENT_HEADER, "push");
+        .header(crate::behaviour::EXPECT_EVENT_HEADER, "push");
     expect(&send(&app, &request).await?, 204, "signed GitHub delivery")?;
     let again = send(&app, &request).await?;
     expect(&again, 200, "redelivery of the same X-GitHub-Delivery")?;
