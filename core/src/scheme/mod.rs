@@ -85,18 +85,30 @@ macro_rules! tolerance_method {
 
 pub mod github;
 pub mod hmac;
+pub mod mailgun;
+pub mod postmark;
+#[cfg(feature = "sendgrid")]
+pub mod sendgrid;
 pub mod shopify;
 pub mod slack;
 pub mod standard;
 pub mod stripe;
 pub mod tenant;
+#[cfg(feature = "sns")]
+pub mod sns;
 
 pub use self::hmac::{GenericHmac, GenericHmacBuilder, SignatureEncoding};
 pub use github::{GitHub, GitHubBuilder};
+pub use mailgun::{Mailgun, MailgunBuilder};
+pub use postmark::{Postmark, PostmarkBuilder};
+#[cfg(feature = "sendgrid")]
+pub use sendgrid::{SendGrid, SendGridBuilder};
 pub use shopify::{Shopify, ShopifyBuilder};
 pub use slack::{Slack, SlackBuilder};
 pub use standard::{StandardWebhooks, StandardWebhooksBuilder};
 pub use stripe::{Stripe, StripeBuilder};
+#[cfg(feature = "sns")]
+pub use sns::{Sns, SnsBuilder};
 pub use tenant::{KeyLookup, LookupError, Secret, TenantVerifier, TenantVerifierBuilder};
 
 /// HMAC-SHA256, the MAC every HMAC scheme here uses.
