@@ -256,7 +256,7 @@ impl Verifier for Mailgun {
             ));
         }
         let first = body.iter().find(|b| !b.is_ascii_whitespace());
-        let fields = if first == Some(&b'{') {
+        let fields = if matches!(first, Some(b'{' | b'[')) {
             json_fields(body)?
         } else {
             form_fields(body)?
