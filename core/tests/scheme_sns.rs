@@ -24,7 +24,15 @@ mod aws {
         "data/sns/aws-SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem"
     );
     /// `(MessageId, topic suffix, Subject, Timestamp, SignatureVersion, Signature)`.
-    pub(crate) const MESSAGES: [(&str, &str, Option<&str>, &str, &str, &str); 4] = [
+    pub(crate) type Fixture = (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        &'static str,
+        &'static str,
+        &'static str,
+    );
+    pub(crate) const MESSAGES: [Fixture; 4] = [
         (
             "792cda85-518f-5dd3-9163-81d851212f3a",
             "892f85fe-4836-424d-8188-ab85bef0f362",
