@@ -58,7 +58,11 @@ fn rotating() -> Mailgun {
 #[test]
 fn php_vector_verifies_as_json() {
     let v = rotating()
-        .verify(&HeaderMap::new(), &vector_body(), at(mailgun_php::TIMESTAMP))
+        .verify(
+            &HeaderMap::new(),
+            &vector_body(),
+            at(mailgun_php::TIMESTAMP),
+        )
         .unwrap();
     assert_eq!(v.scheme, "mailgun");
     assert_eq!(v.id.as_deref(), Some(mailgun_php::TOKEN));
@@ -113,7 +117,10 @@ fn php_bad_token_and_wrong_key_are_401() {
         mailgun_php::SIGNATURE,
     );
     let err = rotating().verify(&HeaderMap::new(), &bad, now).unwrap_err();
-    assert_eq!((err.clone(), err.status().as_u16()), (VerifyError::NoMatchingSignature, 401));
+    assert_eq!(
+        (err.clone(), err.status().as_u16()),
+        (VerifyError::NoMatchingSignature, 401)
+    );
     let wrong = Mailgun::new("key-not-the-one").unwrap();
     assert_eq!(
         wrong.verify(&HeaderMap::new(), &vector_body(), now),
@@ -140,7 +147,11 @@ fn event_data_is_not_signed_so_the_token_is_the_id() {
         .unwrap()
         .replace("delivered", "failed");
     let v = mailgun
-        .verify(&HeaderMap::new(), forged.as_bytes(), at(mailgun_php::TIMESTAMP))
+        .verify(
+            &HeaderMap::new(),
+            forged.as_bytes(),
+            at(mailgun_php::TIMESTAMP),
+        )
         .unwrap();
     assert_eq!(v.id.as_deref(), Some(mailgun_php::TOKEN));
 }
@@ -150,12 +161,23 @@ fn stale_and_future_timestamps_are_401() {
     let mailgun = Mailgun::new(mailgun_php::KEY).unwrap();
     let body = vector_body();
     let ts = mailgun_php::TIMESTAMP;
-    assert!(mailgun.verify(&HeaderMap::new(), &body, at(ts + 300)).is_ok());
-    assert!(mailgun.verify(&HeaderMap::new(), &body, at(ts - 300)).is_ok());
+    assert!(
+        mailgun
+            .verify(&HeaderMap::new(), &body, at(ts + 300))
+            .is_ok()
+    );
+    assert!(
+        mailgun
+            .verify(&HeaderMap::new(), &body, at(ts - 300))
+            .is_ok()
+    );
     let err = mailgun
         .verify(&HeaderMap::new(), &body, at(ts + 301))
         .unwrap_err();
-    assert_eq!((err.clone(), err.status().as_u16()), (VerifyError::TimestampTooOld, 401));
+    assert_eq!(
+        (err.clone(), err.status().as_u16()),
+        (VerifyError::TimestampTooOld, 401)
+    );
     assert_eq!(
         mailgun.verify(&HeaderMap::new(), &body, at(ts - 301)),
         Err(VerifyError::TimestampTooNew)
@@ -208,7 +230,11 @@ fn malformed_fields_are_400() {
         br#"["signature"]"#.to_vec(),
         json("\"-5\"", mailgun_php::TOKEN, mailgun_php::SIGNATURE),
         json("\"1.5\"", mailgun_php::TOKEN, mailgun_php::SIGNATURE),
-        json("\"99999999999999999999999\"", mailgun_php::TOKEN, mailgun_php::SIGNATURE),
+        json(
+            "\"99999999999999999999999\"",
+            mailgun_php::TOKEN,
+            mailgun_php::SIGNATURE,
+        ),
         json(&ts, mailgun_php::TOKEN, "zz"),
         json(&ts, mailgun_php::TOKEN, &mailgun_php::SIGNATURE[..62]),
         json(&ts, "", mailgun_php::SIGNATURE),

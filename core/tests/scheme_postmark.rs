@@ -98,7 +98,10 @@ fn missing_and_malformed_authorization_is_400() {
         let err = postmark
             .verify(&auth(bad), DELIVERY, SystemTime::now())
             .unwrap_err();
-        assert!(matches!(err, VerifyError::MalformedHeader { .. }), "{bad}: {err:?}");
+        assert!(
+            matches!(err, VerifyError::MalformedHeader { .. }),
+            "{bad}: {err:?}"
+        );
         assert_eq!(err.status(), 400);
     }
 }
@@ -121,15 +124,30 @@ fn the_body_is_not_authenticated_but_gives_the_id() {
 
 #[test]
 fn configuration_errors_and_redacted_debug() {
-    assert_eq!(Postmark::builder().build().unwrap_err(), ConfigError::NoKeys);
-    assert_eq!(Postmark::new("", "p").unwrap_err(), ConfigError::Empty("user"));
-    assert_eq!(Postmark::new("u", "").unwrap_err(), ConfigError::Empty("password"));
+    assert_eq!(
+        Postmark::builder().build().unwrap_err(),
+        ConfigError::NoKeys
+    );
+    assert_eq!(
+        Postmark::new("", "p").unwrap_err(),
+        ConfigError::Empty("user")
+    );
+    assert_eq!(
+        Postmark::new("u", "").unwrap_err(),
+        ConfigError::Empty("password")
+    );
     assert!(matches!(
         Postmark::new("a:b", "p").unwrap_err(),
         ConfigError::Invalid { .. }
     ));
     let shown = format!("{:?}", rotating());
     assert_eq!(shown, "Postmark { credentials: 2 }");
-    let builder = format!("{:?}", Postmark::builder().credential("user", "secret-pass"));
-    assert!(!builder.contains("secret-pass") && !builder.contains("user\""), "{builder}");
+    let builder = format!(
+        "{:?}",
+        Postmark::builder().credential("user", "secret-pass")
+    );
+    assert!(
+        !builder.contains("secret-pass") && !builder.contains("user\""),
+        "{builder}"
+    );
 }

@@ -65,15 +65,24 @@ fn rotation_tampering_wrong_secret_and_staleness() {
     let mut tampered = RESEND_BODY.to_vec();
     tampered[10] = b'X';
     let err = resend.verify(&h, &tampered, at(now)).unwrap_err();
-    assert_eq!((err.clone(), err.status().as_u16()), (VerifyError::NoMatchingSignature, 401));
+    assert_eq!(
+        (err.clone(), err.status().as_u16()),
+        (VerifyError::NoMatchingSignature, 401)
+    );
 
     let stranger = StandardWebhooks::new("whsec_Zm9yZWlnbi1zZWNyZXQtbm90LWNvbmZpZ3VyZWQ=").unwrap();
     let forged = stranger.sign("msg_2cxnRnd6", now, RESEND_BODY).unwrap();
     let h2 = resend_headers("msg_2cxnRnd6", &now.to_string(), &forged);
-    assert_eq!(resend.verify(&h2, RESEND_BODY, at(now)), Err(VerifyError::NoMatchingSignature));
+    assert_eq!(
+        resend.verify(&h2, RESEND_BODY, at(now)),
+        Err(VerifyError::NoMatchingSignature)
+    );
 
     let err = resend.verify(&h, RESEND_BODY, at(now + 301)).unwrap_err();
-    assert_eq!((err.clone(), err.status().as_u16()), (VerifyError::TimestampTooOld, 401));
+    assert_eq!(
+        (err.clone(), err.status().as_u16()),
+        (VerifyError::TimestampTooOld, 401)
+    );
 }
 
 #[test]
@@ -84,11 +93,17 @@ fn missing_and_malformed_svix_headers_are_400() {
         let mut h = resend_headers(svix::ID, svix::TIMESTAMP, svix::SIGNATURE);
         h.remove(name);
         let err = resend.verify(&h, svix::BODY, now).unwrap_err();
-        assert!(matches!(err, VerifyError::MissingHeader(_)), "{name}: {err:?}");
+        assert!(
+            matches!(err, VerifyError::MissingHeader(_)),
+            "{name}: {err:?}"
+        );
         assert_eq!(err.status(), 400);
     }
     let h = resend_headers(svix::ID, "yesterday", svix::SIGNATURE);
     let err = resend.verify(&h, svix::BODY, now).unwrap_err();
-    assert!(matches!(err, VerifyError::MalformedHeader { .. }), "{err:?}");
+    assert!(
+        matches!(err, VerifyError::MalformedHeader { .. }),
+        "{err:?}"
+    );
     assert_eq!(err.status(), 400);
 }

@@ -98,7 +98,10 @@ fn sdk_negatives_are_refused() {
     let other = SendGrid::new(nodejs::OTHER_KEY).unwrap();
     let h = headers(nodejs::SIGNATURE, nodejs::TIMESTAMP);
     let err = other.verify(&h, nodejs::PAYLOAD, now).unwrap_err();
-    assert_eq!((err.clone(), err.status().as_u16()), (VerifyError::NoMatchingSignature, 401));
+    assert_eq!(
+        (err.clone(), err.status().as_u16()),
+        (VerifyError::NoMatchingSignature, 401)
+    );
     // "should reject for bad timestamp": not even a number here, so a 400.
     let h = headers(nodejs::SIGNATURE, "timestamp");
     let err = sendgrid.verify(&h, nodejs::PAYLOAD, now).unwrap_err();
@@ -122,7 +125,10 @@ fn stale_and_future_timestamps_are_401() {
     let err = sendgrid
         .verify(&h, nodejs::PAYLOAD, ts + edge + Duration::from_secs(1))
         .unwrap_err();
-    assert_eq!((err.clone(), err.status().as_u16()), (VerifyError::TimestampTooOld, 401));
+    assert_eq!(
+        (err.clone(), err.status().as_u16()),
+        (VerifyError::TimestampTooOld, 401)
+    );
     assert_eq!(
         sendgrid.verify(&h, nodejs::PAYLOAD, ts - edge - Duration::from_secs(1)),
         Err(VerifyError::TimestampTooNew)
@@ -132,7 +138,10 @@ fn stale_and_future_timestamps_are_401() {
         .tolerance(Duration::from_secs(3600))
         .build()
         .unwrap();
-    assert!(wide.verify(&h, nodejs::PAYLOAD, ts + Duration::from_secs(3600)).is_ok());
+    assert!(
+        wide.verify(&h, nodejs::PAYLOAD, ts + Duration::from_secs(3600))
+            .is_ok()
+    );
 }
 
 #[test]
@@ -210,8 +219,14 @@ fn signer_round_trips_and_tampering_is_caught() {
 
 #[test]
 fn configuration_errors_and_redacted_debug() {
-    assert_eq!(SendGrid::builder().build().unwrap_err(), ConfigError::NoKeys);
-    assert_eq!(SendGrid::new("").unwrap_err(), ConfigError::Empty("public key"));
+    assert_eq!(
+        SendGrid::builder().build().unwrap_err(),
+        ConfigError::NoKeys
+    );
+    assert_eq!(
+        SendGrid::new("").unwrap_err(),
+        ConfigError::Empty("public key")
+    );
     assert!(matches!(
         SendGrid::new("bm90IGEga2V5").unwrap_err(),
         ConfigError::Invalid { .. }

@@ -20,9 +20,8 @@ use webhooks_core::{ConfigError, MatchedKey, RequestHead, RequestVerifier, Verif
 /// (`$certificate` and `getHttpFixtures`).
 mod aws {
     pub(crate) const CERT_URL: &str = "https://sns.us-east-2.amazonaws.com/SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem";
-    pub(crate) const CERT: &str = include_str!(
-        "data/sns/aws-SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem"
-    );
+    pub(crate) const CERT: &str =
+        include_str!("data/sns/aws-SimpleNotificationService-7ff5318490ec183fbaddaa2a969abfda.pem");
     /// `(MessageId, topic suffix, Subject, Timestamp, SignatureVersion, Signature)`.
     pub(crate) type Fixture = (
         &'static str,
@@ -143,10 +142,7 @@ fn aws_verifier(fetcher: std::sync::Arc<FakeFetcher>) -> Sns {
         .unwrap()
 }
 
-async fn verify(
-    sns: &Sns,
-    body: &[u8],
-) -> Result<webhooks_core::Verified, VerifyError> {
+async fn verify(sns: &Sns, body: &[u8]) -> Result<webhooks_core::Verified, VerifyError> {
     verify_at(sns, body, SystemTime::now()).await
 }
 
@@ -225,7 +221,9 @@ async fn aws_messages_tampered_are_401() {
     {
         let mut message: serde_json::Value = serde_json::from_slice(&aws_body(0)).unwrap();
         message[field] = json!(value);
-        let err = verify(&sns, message.to_string().as_bytes()).await.unwrap_err();
+        let err = verify(&sns, message.to_string().as_bytes())
+            .await
+            .unwrap_err();
         assert_eq!(err, VerifyError::NoMatchingSignature, "case {i}: {field}");
         assert_eq!(err.status(), 401);
     }
@@ -252,7 +250,10 @@ async fn a_certificate_that_did_not_sign_is_401() {
 #[tokio::test]
 async fn test_signer_round_trips_both_versions() {
     let (sns, fetcher) = test_verifier();
-    for (i, version) in [SignatureVersion::V1, SignatureVersion::V2].into_iter().enumerate() {
+    for (i, version) in [SignatureVersion::V1, SignatureVersion::V2]
+        .into_iter()
+        .enumerate()
+    {
         let id = format!("msg-{i}");
         let body = signer()
             .sign(notification(&id).with_subject("SES"), version)
@@ -285,9 +286,7 @@ async fn subscription_confirmation_is_verified_and_confirmed_on_request() {
         subscribe,
         "2026-01-02T03:04:05.678Z",
     );
-    let body = signer()
-        .sign(confirmation, SignatureVersion::V1)
-        .unwrap();
+    let body = signer().sign(confirmation, SignatureVersion::V1).unwrap();
     let v = verify(&sns, &body).await.unwrap();
     assert_eq!(v.event_type.as_deref(), Some("SubscriptionConfirmation"));
     // Verifying fetched the certificate only: nothing confirms by itself.
@@ -296,7 +295,10 @@ async fn subscription_confirmation_is_verified_and_confirmed_on_request() {
     let message: SnsMessage = serde_json::from_slice(&body).unwrap();
     assert!(message.is_subscription_confirmation());
     sns.confirm_subscription(&message).await.unwrap();
-    assert_eq!(fetcher.fetched().last().map(String::as_str), Some(subscribe));
+    assert_eq!(
+        fetcher.fetched().last().map(String::as_str),
+        Some(subscribe)
+    );
 
     // A SubscribeURL elsewhere is never fetched.
     for url in [
@@ -318,14 +320,20 @@ async fn subscription_confirmation_is_verified_and_confirmed_on_request() {
         Err(ConfirmError::TopicNotAllowed)
     ));
     let notification: SnsMessage = serde_json::from_slice(
-        &signer().sign(notification("n"), SignatureVersion::V2).unwrap(),
+        &signer()
+            .sign(notification("n"), SignatureVersion::V2)
+            .unwrap(),
     )
     .unwrap();
     assert!(matches!(
         sns.confirm_subscription(&notification).await,
         Err(ConfirmError::NotAConfirmation)
     ));
-    assert_eq!(fetcher.fetched().len(), 2, "only the allowed URL was fetched");
+    assert_eq!(
+        fetcher.fetched().len(),
+        2,
+        "only the allowed URL was fetched"
+    );
 }
 
 #[tokio::test]
@@ -339,7 +347,10 @@ async fn foreign_topics_and_certificate_urls_are_401_without_a_fetch() {
     );
     let body = signer().sign(theirs, SignatureVersion::V2).unwrap();
     let err = verify(&sns, &body).await.unwrap_err();
-    assert_eq!((err.clone(), err.status().as_u16()), (VerifyError::UnknownKey, 401));
+    assert_eq!(
+        (err.clone(), err.status().as_u16()),
+        (VerifyError::UnknownKey, 401)
+    );
     for url in [
         "http://sns.eu-west-1.amazonaws.com/SimpleNotificationService-0123456789abcdef.pem",
         "https://sns.eu-west-1.amazonaws.com.evil.example/SimpleNotificationService-0123456789abcdef.pem",
@@ -350,8 +361,14 @@ async fn foreign_topics_and_certificate_urls_are_401_without_a_fetch() {
         "https://sns.eu-west-1.amazonaws.com:444/SimpleNotificationService-0123456789abcdef.pem",
     ] {
         let forged = Signer::from_pkcs8_der(TEST_KEY, url).unwrap();
-        let body = forged.sign(notification("m2"), SignatureVersion::V2).unwrap();
-        assert_eq!(verify(&sns, &body).await, Err(VerifyError::UnknownKey), "{url}");
+        let body = forged
+            .sign(notification("m2"), SignatureVersion::V2)
+            .unwrap();
+        assert_eq!(
+            verify(&sns, &body).await,
+            Err(VerifyError::UnknownKey),
+            "{url}"
+        );
     }
     assert!(fetcher.fetched().is_empty(), "{:?}", fetcher.fetched());
 
@@ -361,7 +378,9 @@ async fn foreign_topics_and_certificate_urls_are_401_without_a_fetch() {
         .region("us-east-1")
         .build()
         .unwrap();
-    let body = signer().sign(notification("m3"), SignatureVersion::V2).unwrap();
+    let body = signer()
+        .sign(notification("m3"), SignatureVersion::V2)
+        .unwrap();
     assert_eq!(verify(&us_only, &body).await, Err(VerifyError::UnknownKey));
     assert!(!us_only.allows_host_of(TEST_CERT_URL));
     assert!(us_only.allows_host_of("https://sns.us-east-1.amazonaws.com/x"));
@@ -371,9 +390,14 @@ async fn foreign_topics_and_certificate_urls_are_401_without_a_fetch() {
 async fn fetch_failures_are_503_and_not_cached() {
     let (sns, fetcher) = test_verifier();
     *fetcher.fail_next.lock().unwrap() = true;
-    let body = signer().sign(notification("m"), SignatureVersion::V1).unwrap();
+    let body = signer()
+        .sign(notification("m"), SignatureVersion::V1)
+        .unwrap();
     let err = verify(&sns, &body).await.unwrap_err();
-    assert_eq!((err.clone(), err.status().as_u16()), (VerifyError::KeyLookupUnavailable, 503));
+    assert_eq!(
+        (err.clone(), err.status().as_u16()),
+        (VerifyError::KeyLookupUnavailable, 503)
+    );
     // SNS retries: this time the certificate comes.
     assert!(verify(&sns, &body).await.is_ok());
     assert_eq!(fetcher.fetched().len(), 2);
@@ -395,13 +419,22 @@ async fn max_age_when_set_refuses_old_messages() {
         .max_age(Duration::from_secs(3600))
         .build()
         .unwrap();
-    let body = signer().sign(notification("m"), SignatureVersion::V2).unwrap();
+    let body = signer()
+        .sign(notification("m"), SignatureVersion::V2)
+        .unwrap();
     let published = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_323_045);
-    assert!(verify_at(&sns, &body, published + Duration::from_secs(3600)).await.is_ok());
+    assert!(
+        verify_at(&sns, &body, published + Duration::from_secs(3600))
+            .await
+            .is_ok()
+    );
     let err = verify_at(&sns, &body, published + Duration::from_secs(3601))
         .await
         .unwrap_err();
-    assert_eq!((err.clone(), err.status().as_u16()), (VerifyError::TimestampTooOld, 401));
+    assert_eq!(
+        (err.clone(), err.status().as_u16()),
+        (VerifyError::TimestampTooOld, 401)
+    );
     assert_eq!(
         verify_at(&sns, &body, published - Duration::from_secs(3601)).await,
         Err(VerifyError::TimestampTooNew)
@@ -413,9 +446,12 @@ async fn max_age_when_set_refuses_old_messages() {
 #[tokio::test]
 async fn missing_and_malformed_fields_are_400() {
     let (sns, fetcher) = test_verifier();
-    let good: serde_json::Value =
-        serde_json::from_slice(&signer().sign(notification("m"), SignatureVersion::V2).unwrap())
-            .unwrap();
+    let good: serde_json::Value = serde_json::from_slice(
+        &signer()
+            .sign(notification("m"), SignatureVersion::V2)
+            .unwrap(),
+    )
+    .unwrap();
     for field in [
         "Type",
         "MessageId",
@@ -428,7 +464,9 @@ async fn missing_and_malformed_fields_are_400() {
     ] {
         let mut message = good.clone();
         message.as_object_mut().unwrap().remove(field);
-        let err = verify(&sns, message.to_string().as_bytes()).await.unwrap_err();
+        let err = verify(&sns, message.to_string().as_bytes())
+            .await
+            .unwrap_err();
         assert_eq!(err, VerifyError::MissingField(field), "{field}");
         assert_eq!(err.status(), 400);
     }
@@ -444,7 +482,9 @@ async fn missing_and_malformed_fields_are_400() {
     ] {
         let mut message = good.clone();
         message[field] = value;
-        let err = verify(&sns, message.to_string().as_bytes()).await.unwrap_err();
+        let err = verify(&sns, message.to_string().as_bytes())
+            .await
+            .unwrap_err();
         assert_eq!(err.status(), 400, "{field}: {err:?}");
     }
     for body in [&b"not json"[..], b""] {
@@ -454,7 +494,10 @@ async fn missing_and_malformed_fields_are_400() {
     assert_eq!(verify(&sns, b"[]").await.unwrap_err().status(), 400);
     // The header SNS sends must agree with the body.
     let mut headers = HeaderMap::new();
-    headers.insert("x-amz-sns-message-type", "SubscriptionConfirmation".parse().unwrap());
+    headers.insert(
+        "x-amz-sns-message-type",
+        "SubscriptionConfirmation".parse().unwrap(),
+    );
     let err = sns
         .verify_request(
             RequestHead::new("/sns", &headers),
@@ -463,8 +506,14 @@ async fn missing_and_malformed_fields_are_400() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(err, VerifyError::MalformedHeader { .. }), "{err:?}");
-    assert!(fetcher.fetched().is_empty(), "nothing fetched for a bad request");
+    assert!(
+        matches!(err, VerifyError::MalformedHeader { .. }),
+        "{err:?}"
+    );
+    assert!(
+        fetcher.fetched().is_empty(),
+        "nothing fetched for a bad request"
+    );
 }
 
 #[test]
@@ -474,16 +523,27 @@ fn configuration_and_redacted_debug() {
         Sns::builder(std::sync::Arc::clone(&fetcher)).build(),
         Err(ConfigError::Setting(_))
     ));
-    assert!(Sns::builder(std::sync::Arc::clone(&fetcher)).topic_arn("").build().is_err());
+    assert!(
+        Sns::builder(std::sync::Arc::clone(&fetcher))
+            .topic_arn("")
+            .build()
+            .is_err()
+    );
     let sns = Sns::builder(fetcher)
         .topic_arn(TOPIC)
         .region("eu-west-1")
         .build()
         .unwrap();
     let shown = format!("{sns:?}");
-    assert!(shown.contains("topics: Some(1)") && !shown.contains("123456789012"), "{shown}");
+    assert!(
+        shown.contains("topics: Some(1)") && !shown.contains("123456789012"),
+        "{shown}"
+    );
     let shown = format!("{:?}", signer());
-    assert!(shown.starts_with("Signer { cert_url:") && !shown.contains("key:"), "{shown}");
+    assert!(
+        shown.starts_with("Signer { cert_url:") && !shown.contains("key:"),
+        "{shown}"
+    );
     assert!(Signer::from_pkcs8_der(b"nope", TEST_CERT_URL).is_err());
     let mut broken = notification("m");
     broken.kind = "Other".into();

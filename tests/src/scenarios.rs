@@ -14,6 +14,10 @@ use crate::backends::Backend;
 use crate::behaviour::MODE_HEADER;
 use crate::client::{self, Framing, Request, Response};
 use crate::keys;
+use crate::providers_email::{
+    body_signature_provider_mailgun, certificate_provider_sns, credentials_provider_postmark,
+    public_key_provider_sendgrid, svix_headers_provider_resend,
+};
 
 /// A scenario's result: `Err` says what differed.
 pub type Outcome = Result<(), String>;
@@ -577,4 +581,9 @@ scenarios![
     lease_expiry_takeover,
     store_unreachable_is_503,
     github_scheme_through_the_same_pipeline,
+    public_key_provider_sendgrid,
+    body_signature_provider_mailgun,
+    certificate_provider_sns,
+    credentials_provider_postmark,
+    svix_headers_provider_resend,
 ];

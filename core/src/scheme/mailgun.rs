@@ -110,7 +110,12 @@ impl Mailgun {
     /// The JSON body Mailgun would send: the `signature` object for
     /// `timestamp` and `token`, signed with the first key, and `event_data`.
     #[must_use]
-    pub fn sign_body(&self, timestamp: u64, token: &str, event_data: &serde_json::Value) -> Vec<u8> {
+    pub fn sign_body(
+        &self,
+        timestamp: u64,
+        token: &str,
+        event_data: &serde_json::Value,
+    ) -> Vec<u8> {
         serde_json::json!({
             "signature": {
                 "timestamp": timestamp.to_string(),
@@ -181,7 +186,9 @@ struct Fields {
 fn json_fields(body: &[u8]) -> Result<Fields, VerifyError> {
     let parsed: JsonBody<'_> = serde_json::from_slice(body)
         .map_err(|_| VerifyError::malformed_field("body", "not a Mailgun JSON event"))?;
-    let block = parsed.signature.ok_or(VerifyError::MissingField("signature"))?;
+    let block = parsed
+        .signature
+        .ok_or(VerifyError::MissingField("signature"))?;
     Ok(Fields {
         timestamp: block.timestamp.map(Text::into_string),
         token: block.token.map(Cow::into_owned),
@@ -264,7 +271,9 @@ impl Verifier for Mailgun {
         let timestamp_text = fields
             .timestamp
             .ok_or(VerifyError::MissingField("signature.timestamp"))?;
-        let token = fields.token.ok_or(VerifyError::MissingField("signature.token"))?;
+        let token = fields
+            .token
+            .ok_or(VerifyError::MissingField("signature.token"))?;
         let signature = fields
             .signature
             .ok_or(VerifyError::MissingField("signature.signature"))?;
@@ -354,8 +363,8 @@ mod tests {
         assert_eq!(percent_decode(b"%zz"), None);
         assert_eq!(percent_decode(b"%4"), None);
         assert_eq!(percent_decode(b"%ff"), None);
-        let f = form_fields(b"token=t%31&timestamp=5&timestamp=6&signature=s&x&event=opened")
-            .unwrap();
+        let f =
+            form_fields(b"token=t%31&timestamp=5&timestamp=6&signature=s&x&event=opened").unwrap();
         assert_eq!(f.token.as_deref(), Some("t1"));
         assert_eq!(f.timestamp.as_deref(), Some("5"));
         assert_eq!(f.event.as_deref(), Some("opened"));

@@ -91,11 +91,11 @@ pub mod postmark;
 pub mod sendgrid;
 pub mod shopify;
 pub mod slack;
+#[cfg(feature = "sns")]
+pub mod sns;
 pub mod standard;
 pub mod stripe;
 pub mod tenant;
-#[cfg(feature = "sns")]
-pub mod sns;
 
 pub use self::hmac::{GenericHmac, GenericHmacBuilder, SignatureEncoding};
 pub use github::{GitHub, GitHubBuilder};
@@ -105,10 +105,10 @@ pub use postmark::{Postmark, PostmarkBuilder};
 pub use sendgrid::{SendGrid, SendGridBuilder};
 pub use shopify::{Shopify, ShopifyBuilder};
 pub use slack::{Slack, SlackBuilder};
-pub use standard::{StandardWebhooks, StandardWebhooksBuilder};
-pub use stripe::{Stripe, StripeBuilder};
 #[cfg(feature = "sns")]
 pub use sns::{Sns, SnsBuilder};
+pub use standard::{StandardWebhooks, StandardWebhooksBuilder};
+pub use stripe::{Stripe, StripeBuilder};
 pub use tenant::{KeyLookup, LookupError, Secret, TenantVerifier, TenantVerifierBuilder};
 
 /// HMAC-SHA256, the MAC every HMAC scheme here uses.

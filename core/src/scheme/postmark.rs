@@ -140,11 +140,15 @@ fn basic_credentials(value: &str) -> Result<Vec<u8>, VerifyError> {
         return Err(VerifyError::malformed(AUTHORIZATION, "too long"));
     }
     let value = value.trim();
-    let (scheme, encoded) = value
-        .split_once(' ')
-        .ok_or(VerifyError::malformed(AUTHORIZATION, "expected Basic <base64>"))?;
+    let (scheme, encoded) = value.split_once(' ').ok_or(VerifyError::malformed(
+        AUTHORIZATION,
+        "expected Basic <base64>",
+    ))?;
     if !scheme.eq_ignore_ascii_case("basic") {
-        return Err(VerifyError::malformed(AUTHORIZATION, "expected Basic <base64>"));
+        return Err(VerifyError::malformed(
+            AUTHORIZATION,
+            "expected Basic <base64>",
+        ));
     }
     B64.decode(encoded.trim())
         .map_err(|_| VerifyError::malformed(AUTHORIZATION, "not base64"))
@@ -208,7 +212,10 @@ impl Verifier for Postmark {
         let colon = decoded
             .iter()
             .position(|&b| b == b':')
-            .ok_or(VerifyError::malformed(AUTHORIZATION, "expected user:password"))?;
+            .ok_or(VerifyError::malformed(
+                AUTHORIZATION,
+                "expected user:password",
+            ))?;
         let user: [u8; 32] = Sha256::digest(&decoded[..colon]).into();
         let password: [u8; 32] = Sha256::digest(&decoded[colon + 1..]).into();
         // Every credential is compared, so timing does not say which matched.
@@ -306,7 +313,9 @@ mod tests {
     #[test]
     fn ids_follow_the_record_type() {
         assert_eq!(
-            event_fields(br#"{"RecordType":"Open","MessageID":"m","ReceivedAt":"t1","FirstOpen":true}"#),
+            event_fields(
+                br#"{"RecordType":"Open","MessageID":"m","ReceivedAt":"t1","FirstOpen":true}"#
+            ),
             (Some("Open:m:t1".into()), Some("Open".into()))
         );
         assert_eq!(

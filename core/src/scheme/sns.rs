@@ -270,7 +270,11 @@ pub struct SnsMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
     /// The URL that confirms a subscription (see [`Sns::confirm_subscription`]).
-    #[serde(default, rename = "SubscribeURL", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "SubscribeURL",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub subscribe_url: Option<String>,
     /// The URL that unsubscribes the endpoint, on notifications.
     #[serde(
@@ -405,7 +409,10 @@ struct Fields<'a> {
     signing_cert_url: Option<Cow<'a, str>>,
 }
 
-fn required<'f>(field: &'f Option<Cow<'_, str>>, name: &'static str) -> Result<&'f str, VerifyError> {
+fn required<'f>(
+    field: &'f Option<Cow<'_, str>>,
+    name: &'static str,
+) -> Result<&'f str, VerifyError> {
     field.as_deref().ok_or(VerifyError::MissingField(name))
 }
 
@@ -427,7 +434,10 @@ fn canonical(kind: MessageType, fields: &Fields<'_>) -> Result<String, VerifyErr
             }
         }
         MessageType::SubscriptionConfirmation | MessageType::UnsubscribeConfirmation => {
-            push("SubscribeURL", required(&fields.subscribe_url, "SubscribeURL")?);
+            push(
+                "SubscribeURL",
+                required(&fields.subscribe_url, "SubscribeURL")?,
+            );
         }
     }
     push("Timestamp", required(&fields.timestamp, "Timestamp")?);
@@ -449,7 +459,13 @@ fn canonical(kind: MessageType, fields: &Fields<'_>) -> Result<String, VerifyErr
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (what SNS writes) into Unix seconds.
 fn parse_timestamp(s: &str) -> Option<u64> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |range: std::ops::Range<usize>| -> Option<u64> {
@@ -474,14 +490,23 @@ fn parse_timestamp(s: &str) -> Option<u64> {
     if rest != b"Z" {
         return None;
     }
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
         return None;
     }
     // Days from the civil date (Howard Hinnant's algorithm), for years >= 1970.
     if year < 1970 {
         return None;
     }
-    let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
     let era = y / 400;
     let yoe = y - era * 400;
     let doy = (153 * m + 2) / 5 + day - 1;
@@ -529,9 +554,7 @@ fn is_region(s: &str) -> bool {
         && parts[..parts.len() - 1]
             .iter()
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
-        && parts[parts.len() - 1]
-            .bytes()
-            .all(|b| b.is_ascii_digit())
+        && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
         && !parts[parts.len() - 1].is_empty()
 }
 
@@ -757,7 +780,10 @@ impl RequestVerifier for Sns {
         if let Some(header) = optional_header(head.headers, &MESSAGE_TYPE_NAME, MESSAGE_TYPE)?
             && header != kind_text
         {
-            return Err(VerifyError::malformed(MESSAGE_TYPE, "differs from the body's Type"));
+            return Err(VerifyError::malformed(
+                MESSAGE_TYPE,
+                "differs from the body's Type",
+            ));
         }
         let version = match required(&fields.signature_version, "SignatureVersion")? {
             "1" => SignatureVersion::V1,
