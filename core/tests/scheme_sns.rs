@@ -549,3 +549,15 @@ fn configuration_and_redacted_debug() {
     broken.kind = "Other".into();
     assert!(signer().sign(broken, SignatureVersion::V1).is_err());
 }
+
+/// The default fetcher refuses plain HTTP before connecting, and a server
+/// that is not there is a fetch error (so a 503), never a panic.
+#[cfg(feature = "sns-reqwest")]
+#[tokio::test]
+async fn reqwest_fetcher_is_https_only() {
+    use webhooks_core::scheme::sns::ReqwestFetcher;
+    let fetcher = ReqwestFetcher::new().unwrap();
+    assert!(fetcher.fetch("http://127.0.0.1:9/cert.pem").await.is_err());
+    // Nothing listens on the discard port of loopback.
+    assert!(fetcher.fetch("https://127.0.0.1:9/cert.pem").await.is_err());
+}

@@ -129,7 +129,10 @@ impl FetchError {
 ///
 /// Implement it over your own HTTP client, or enable the `sns-reqwest`
 /// feature for [`ReqwestFetcher`]. Tests use a fake returning a test
-/// certificate.
+/// certificate. Bound its time (the delivery waits for it) and do not follow
+/// redirects (they would leave the checked host). A request dropped while it
+/// fetches leaves nothing behind: the key is cached only once parsed.
+/// Concurrent first requests for a certificate may each fetch it.
 #[async_trait::async_trait]
 pub trait CertificateFetcher: Send + Sync + 'static {
     /// The response body of a GET of `url` (a 2xx answer; anything else is an error).
