@@ -25,6 +25,8 @@
 //!
 //! [`Verified::id`] is `MessageId` (SNS retries a delivery with the same one),
 //! [`Verified::event_type`] is `Type`, [`Verified::timestamp`] is `Timestamp`.
+//! An SES event is the JSON text in a notification's `Message` (its
+//! `eventType` or `notificationType` says which).
 //! Turn **raw message delivery off** on the subscription: raw messages are not
 //! signed.
 //!
