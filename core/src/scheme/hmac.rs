@@ -207,6 +207,10 @@ impl GenericHmac {
 }
 
 impl Verifier for GenericHmac {
+    fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
