@@ -36,4 +36,4 @@ pub use delivery::Delivery;
 pub use error::{ConfigError, VerifyError};
 pub use receiver::{Admission, ClaimGuard, Incoming, Receiver, ReceiverBuilder, StoreFailure};
 pub use rejection::{DUPLICATE_HEADER, ExtractError, Rejection};
-pub use verify::{MatchedKey, RequestHead, RequestVerifier, Verified, Verifier};
+pub use verify::{Identity, MatchedKey, RequestHead, RequestVerifier, Verified, Verifier};

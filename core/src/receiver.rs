@@ -211,12 +211,12 @@ impl Receiver {
         };
         let id = match &inner.key_fn {
             Some(f) => f(&verified, &body),
-            None => verified.id.clone(),
+            None => verified.dedup_id(&body),
         };
         let Some(id) = id else {
             return Ok(Admission::unclaimed(Delivery::new(verified, None, body)));
         };
-        let key = format!("{}:{}:{}", inner.namespace, verified.scheme, id);
+        let key = verified.dedup_key(&inner.namespace, &id);
         let token = ClaimToken::random();
         match store.claim(&key, token, inner.lease).await {
             Ok(Claim::Claimed) => Ok(Admission {

@@ -46,7 +46,7 @@ use super::{
     decode_hex, encode_base64, encode_hex, header, optional_header, parse_timestamp,
     signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 /// How the signature bytes are written in the header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -239,6 +239,10 @@ impl Verifier for GenericHmac {
             timestamp,
             event_type: optional(&names.event_type)?,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            // The id header is not signed: deduplicate on the body (not on
+            // the signed timestamp, which a sender's retry may change).
+            identity: Identity::Content,
         })
     }
 }
@@ -306,7 +310,14 @@ impl GenericHmacBuilder {
         /// Only with [`signed_timestamp`](Self::signed_timestamp).
     );
 
-    /// The header carrying the delivery id ([`Verified::id`]), for deduplication.
+    /// The header carrying the delivery id ([`Verified::id`]).
+    ///
+    /// The signature does not cover it, so deliveries are deduplicated on
+    /// the body's SHA-256 ([`Identity::Content`]), with or without this
+    /// header: a captured delivery replayed under a fresh id (within the
+    /// tolerance, or forever without a signed timestamp) is a duplicate. To
+    /// deduplicate on this header instead, set
+    /// `Receiver::builder(v).dedup_key(|verified, _| verified.id.clone())`.
     pub fn id_header(mut self, header: &'static str) -> Self {
         self.id_header = Some(header);
         self
