@@ -85,13 +85,16 @@ macro_rules! tolerance_method {
 
 pub mod github;
 pub mod hmac;
+mod provider;
 pub mod shopify;
 pub mod slack;
 pub mod standard;
 pub mod stripe;
 pub mod tenant;
 
-pub use self::hmac::{GenericHmac, GenericHmacBuilder, SignatureEncoding};
+pub use self::hmac::{
+    GenericHmac, GenericHmacBuilder, HmacAlgorithm, SignatureEncoding, TimestampUnit,
+};
 pub use github::{GitHub, GitHubBuilder};
 pub use shopify::{Shopify, ShopifyBuilder};
 pub use slack::{Slack, SlackBuilder};
