@@ -138,6 +138,74 @@ pub(crate) fn json_text(
     }
 }
 
+/// The top-level fields `keys` of a JSON body (strings as their content,
+/// integers as digits), read without building the rest; `None` for a field
+/// that is absent, empty or of another type, all `None` when the body is
+/// not a JSON object.
+pub(crate) fn body_fields<const N: usize>(body: &[u8], keys: [&str; N]) -> [Option<String>; N] {
+    use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+
+    struct Fields<'k, const N: usize>(&'k [&'k str; N]);
+
+    impl<'de, const N: usize> Visitor<'de> for Fields<'_, N> {
+        type Value = [Option<String>; N];
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out: [Option<String>; N] = std::array::from_fn(|_| None);
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                match self.0.iter().position(|k| *k == key) {
+                    Some(i) => {
+                        out[i] = match map.next_value::<serde_json::Value>()? {
+                            serde_json::Value::String(s) if !s.is_empty() => Some(s),
+                            serde_json::Value::Number(n) if n.is_u64() || n.is_i64() => {
+                                Some(n.to_string())
+                            }
+                            _ => None,
+                        };
+                    }
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    impl<'de, const N: usize> DeserializeSeed<'de> for Fields<'_, N> {
+        type Value = [Option<String>; N];
+
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    let mut de = serde_json::Deserializer::from_slice(body);
+    match Fields(&keys).deserialize(&mut de) {
+        Ok(fields) => fields,
+        Err(_) => std::array::from_fn(|_| None),
+    }
+}
+
+/// Whether `presented` equals one of `tokens` (their SHA-256 digests,
+/// computed at build), in time independent of where they differ and of
+/// their lengths; the index of the first that does.
+pub(crate) fn matching_token(tokens: &[[u8; 32]], presented: &[u8]) -> Option<usize> {
+    use sha2::{Digest as _, Sha256};
+    let digest: [u8; 32] = Sha256::digest(presented).into();
+    let mut found = None;
+    for (i, token) in tokens.iter().enumerate() {
+        if super::ct_eq(token, &digest) && found.is_none() {
+            found = Some(i);
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +234,29 @@ mod tests {
         assert_eq!(&got[1..], &want[1..]);
         assert!(sorted_form_params(b"a=%zz").is_none());
         assert!(sorted_form_params(b"a=%ff").is_none());
+    }
+
+    #[test]
+    fn body_fields_read_strings_and_integers() {
+        let body = br#"{"id":"evt_1","nested":{"id":"no"},"type":2,"x":[1,{"a":"b"}],"e":""}"#;
+        assert_eq!(
+            body_fields(body, ["id", "type", "e", "missing"]),
+            [Some("evt_1".into()), Some("2".into()), None, None]
+        );
+        assert_eq!(body_fields(b"[1,2]", ["id"]), [None]);
+        assert_eq!(body_fields(b"not json", ["id"]), [None]);
+    }
+
+    #[test]
+    fn tokens_match_by_digest() {
+        use sha2::{Digest as _, Sha256};
+        let tokens: Vec<[u8; 32]> = ["one", "two"]
+            .iter()
+            .map(|t| Sha256::digest(t).into())
+            .collect();
+        assert_eq!(matching_token(&tokens, b"two"), Some(1));
+        assert_eq!(matching_token(&tokens, b"tw"), None);
+        assert_eq!(matching_token(&tokens, b""), None);
     }
 
     #[test]
