@@ -81,6 +81,15 @@ struct ChallengePayload<'a> {
     plain_token: Cow<'a, str>,
 }
 
+/// The answer to a challenge, fields in Zoom's documented order.
+#[derive(serde::Serialize)]
+struct ChallengeAnswer<'a> {
+    #[serde(rename = "plainToken")]
+    plain_token: &'a str,
+    #[serde(rename = "encryptedToken")]
+    encrypted_token: String,
+}
+
 impl Zoom {
     /// A verifier with the app's secret token.
     ///
@@ -131,7 +140,11 @@ impl Zoom {
         }
         let token = challenge.payload.plain_token;
         let encrypted = encode_hex(&self.secrets.sign(|m| m.update(token.as_bytes())));
-        Some(serde_json::json!({ "plainToken": token, "encryptedToken": encrypted }).to_string())
+        let answer = ChallengeAnswer {
+            plain_token: &token,
+            encrypted_token: encrypted,
+        };
+        serde_json::to_string(&answer).ok()
     }
 }
 
