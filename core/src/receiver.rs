@@ -79,7 +79,7 @@ pub trait Incoming {
 
 impl Incoming for http::request::Parts {
     fn head(&self) -> RequestHead<'_> {
-        RequestHead::new(self.uri.path(), &self.headers)
+        RequestHead::new(self.uri.path(), &self.headers).with_query(self.uri.query())
     }
 }
 

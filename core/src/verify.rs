@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use http::HeaderMap;
 use sha2::{Digest as _, Sha256};
 
+use crate::PublicUrl;
 use crate::VerifyError;
 
 /// Which configured secret or key verified a delivery.
@@ -229,6 +230,25 @@ pub trait Verifier: Send + Sync {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError>;
+
+    /// Verifies one request, seeing its path and query too.
+    ///
+    /// Schemes that sign the request URL (Twilio, Square, Mandrill,
+    /// HubSpot, a [`GenericHmac`](crate::scheme::GenericHmac) with `{url}`)
+    /// override this; the receive pipeline calls it. The default calls
+    /// [`verify`](Self::verify).
+    ///
+    /// # Errors
+    ///
+    /// As [`verify`](Self::verify).
+    fn verify_head(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        self.verify(head.headers, body, now)
+    }
 }
 
 impl<V: Verifier + ?Sized> Verifier for Arc<V> {
@@ -239,6 +259,15 @@ impl<V: Verifier + ?Sized> Verifier for Arc<V> {
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
         (**self).verify(headers, body, now)
+    }
+
+    fn verify_head(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        (**self).verify_head(head, body, now)
     }
 }
 
@@ -251,23 +280,87 @@ impl<V: Verifier + ?Sized> Verifier for Box<V> {
     ) -> Result<Verified, VerifyError> {
         (**self).verify(headers, body, now)
     }
+
+    fn verify_head(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        (**self).verify_head(head, body, now)
+    }
 }
 
-/// What a [`RequestVerifier`] sees of a request: its path and headers.
+/// What a [`RequestVerifier`] sees of a request: its path, query and headers.
+///
+/// Schemes that sign the URL the provider called rebuild it with
+/// [`url`](Self::url) from a configured [`PublicUrl`]: behind a proxy the
+/// `Host` header is not the public host, so it is never trusted by default.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct RequestHead<'a> {
-    /// The request path (without the query).
+    /// The request path (without the query), as received (percent-encoded).
     pub path: &'a str,
+    /// The query string (without the `?`), as received, if the request had one.
+    pub query: Option<&'a str>,
     /// The request headers.
     pub headers: &'a HeaderMap,
 }
 
 impl<'a> RequestHead<'a> {
-    /// A request head from a path and headers.
+    /// A request head from a path and headers, without a query.
     #[must_use]
     pub fn new(path: &'a str, headers: &'a HeaderMap) -> Self {
-        Self { path, headers }
+        Self {
+            path,
+            query: None,
+            headers,
+        }
+    }
+
+    /// A request head from the request target's path and query
+    /// (`/sms?a=1`), split at the first `?`.
+    ///
+    /// ```
+    /// # use webhooks_core::RequestHead;
+    /// let headers = http::HeaderMap::new();
+    /// let head = RequestHead::from_path_and_query("/sms?a=1&b=2", &headers);
+    /// assert_eq!((head.path, head.query), ("/sms", Some("a=1&b=2")));
+    /// ```
+    #[must_use]
+    pub fn from_path_and_query(path_and_query: &'a str, headers: &'a HeaderMap) -> Self {
+        match path_and_query.split_once('?') {
+            Some((path, query)) => Self::new(path, headers).with_query(Some(query)),
+            None => Self::new(path_and_query, headers),
+        }
+    }
+
+    /// The same head with the query string set.
+    #[must_use]
+    pub fn with_query(mut self, query: Option<&'a str>) -> Self {
+        self.query = query;
+        self
+    }
+
+    /// The path followed by `?` and the query when there is one.
+    #[must_use]
+    pub fn path_and_query(&self) -> String {
+        match self.query {
+            Some(query) => format!("{}?{query}", self.path),
+            None => self.path.to_owned(),
+        }
+    }
+
+    /// The URL the provider called, as [`public`](PublicUrl) says to
+    /// rebuild it.
+    ///
+    /// # Errors
+    ///
+    /// With [`PublicUrl::from_host_header`] or
+    /// [`PublicUrl::from_forwarded_headers`]: a `400` when the header it
+    /// reads is missing or not a plain host.
+    pub fn url(&self, public: &PublicUrl) -> Result<String, VerifyError> {
+        public.url_of(self)
     }
 }
 
@@ -298,6 +391,6 @@ impl<V: Verifier + ?Sized> RequestVerifier for V {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        self.verify(head.headers, body, now)
+        self.verify_head(head, body, now)
     }
 }
