@@ -80,7 +80,7 @@ pub trait Incoming {
 
 impl Incoming for http::request::Parts {
     fn head(&self) -> RequestHead<'_> {
-        RequestHead::new(self.uri.path(), &self.headers)
+        RequestHead::new(self.uri.path(), &self.headers).with_query(self.uri.query())
     }
 }
 
@@ -214,7 +214,9 @@ impl Receiver {
                 verified
             }
             Err(error) => {
-                inner.signals.verify_failed(scheme, verify_started.elapsed());
+                inner
+                    .signals
+                    .verify_failed(scheme, verify_started.elapsed());
                 return Err(error.into());
             }
         };
@@ -230,12 +232,12 @@ impl Receiver {
         };
         let id = match &inner.key_fn {
             Some(f) => f(&verified, &body),
-            None => verified.id.clone(),
+            None => verified.dedup_id(&body),
         };
         let Some(id) = id else {
             return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
         };
-        let key = format!("{}:{}:{}", inner.namespace, verified.scheme, id);
+        let key = verified.dedup_key(&inner.namespace, &id);
         let token = ClaimToken::random();
         let claim_started = Instant::now();
         let claimed = store.claim(&key, token, inner.lease).await;
@@ -264,21 +266,19 @@ impl Receiver {
             Err(error) => {
                 inner.signals.store_error(scheme, StoreOp::Claim);
                 match inner.store_failure {
-                StoreFailure::Closed => {
-                    tracing::error!(error = %error, "dedup store unavailable at claim; answering 503");
-                    Err(Rejection::StoreUnavailable {
-                        retry_after: inner.store_retry_after,
-                    })
-                }
-                StoreFailure::Open => {
-                    tracing::warn!(error = %error, "dedup store unavailable at claim; running the handler without deduplication (fail-open)");
-                    Ok(Admission::unclaimed(Delivery::new(
-                        verified,
-                        Some(key),
-                        body,
-                    ))
-                    .observed(observer))
-                }
+                    StoreFailure::Closed => {
+                        tracing::error!(error = %error, "dedup store unavailable at claim; answering 503");
+                        Err(Rejection::StoreUnavailable {
+                            retry_after: inner.store_retry_after,
+                        })
+                    }
+                    StoreFailure::Open => {
+                        tracing::warn!(error = %error, "dedup store unavailable at claim; running the handler without deduplication (fail-open)");
+                        Ok(
+                            Admission::unclaimed(Delivery::new(verified, Some(key), body))
+                                .observed(observer),
+                        )
+                    }
                 }
             }
         }
@@ -439,7 +439,10 @@ impl Admission {
                 span.record("status", status);
                 let success = (200..300).contains(&status);
                 if !success {
-                    tracing::warn!(status, "webhook handler did not succeed; claim released for the sender's retry");
+                    tracing::warn!(
+                        status,
+                        "webhook handler did not succeed; claim released for the sender's retry"
+                    );
                 }
                 span.record(
                     "outcome",

@@ -184,7 +184,8 @@ impl SchemeHandles {
             verified: KEYS.map(|k| counter(VERIFIED, with("key", k))),
             in_flight: counter(DUPLICATES, with("state", "in_flight")),
             completed: counter(DUPLICATES, with("state", "completed")),
-            store_errors: StoreOp::ALL.map(|op| counter(STORE_ERRORS, with("operation", op.label()))),
+            store_errors: StoreOp::ALL
+                .map(|op| counter(STORE_ERRORS, with("operation", op.label()))),
             handler: CLASSES.map(|c| counter(HANDLER, with("class", c))),
             rejected: RwLock::new(Vec::new()),
             body_size: histogram(BODY_SIZE),

@@ -20,7 +20,9 @@ fn snapshotter() -> &'static Snapshotter {
     SNAPSHOTTER.get_or_init(|| {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        recorder.install().expect("the only recorder of this test binary");
+        recorder
+            .install()
+            .expect("the only recorder of this test binary");
         snapshotter
     })
 }
@@ -73,9 +75,18 @@ fn request(secret: &str, id: &str, body: &[u8]) -> http::request::Parts {
     parts
 }
 
-async fn deliver(receiver: &Receiver, parts: http::request::Parts, status: u16) -> Result<u16, Rejection> {
+async fn deliver(
+    receiver: &Receiver,
+    parts: http::request::Parts,
+    status: u16,
+) -> Result<u16, Rejection> {
     receiver
-        .process(parts, bytes::Bytes::from_static(b"{}"), |_, _| async move { status }, |s| *s)
+        .process(
+            parts,
+            bytes::Bytes::from_static(b"{}"),
+            |_, _| async move { status },
+            |s| *s,
+        )
         .await
 }
 
@@ -95,13 +106,19 @@ async fn every_outcome_has_its_series() {
     let receiver = Receiver::builder(verifier).namespace(route).build();
 
     // processed with the primary secret, then its duplicate
-    assert_eq!(deliver(&receiver, request(NEW_SECRET, "m1", b"{}"), 204).await, Ok(204));
+    assert_eq!(
+        deliver(&receiver, request(NEW_SECRET, "m1", b"{}"), 204).await,
+        Ok(204)
+    );
     assert_eq!(
         deliver(&receiver, request(NEW_SECRET, "m1", b"{}"), 204).await,
         Err(Rejection::Duplicate)
     );
     // the rotated secret, a handler failure
-    assert_eq!(deliver(&receiver, request(OLD_SECRET, "m2", b"{}"), 500).await, Ok(500));
+    assert_eq!(
+        deliver(&receiver, request(OLD_SECRET, "m2", b"{}"), 500).await,
+        Ok(500)
+    );
     // a forgery, and a request without headers
     let mut forged = request(NEW_SECRET, "m3", b"{}");
     forged.headers = request(NEW_SECRET, "m3", b"{\"other\":1}").headers;
@@ -123,12 +140,30 @@ async fn every_outcome_has_its_series() {
         series(route),
         expected(&[
             ("webhooks_body_size_bytes{scheme=standard-webhooks}", 6),
-            ("webhooks_claim_duration_seconds{scheme=standard-webhooks}", 4),
-            ("webhooks_duplicates_total{scheme=standard-webhooks,state=completed}", 1),
-            ("webhooks_handler_duration_seconds{scheme=standard-webhooks}", 3),
-            ("webhooks_handler_total{scheme=standard-webhooks,class=2xx}", 1),
-            ("webhooks_handler_total{scheme=standard-webhooks,class=5xx}", 1),
-            ("webhooks_handler_total{scheme=standard-webhooks,class=panic}", 1),
+            (
+                "webhooks_claim_duration_seconds{scheme=standard-webhooks}",
+                4
+            ),
+            (
+                "webhooks_duplicates_total{scheme=standard-webhooks,state=completed}",
+                1
+            ),
+            (
+                "webhooks_handler_duration_seconds{scheme=standard-webhooks}",
+                3
+            ),
+            (
+                "webhooks_handler_total{scheme=standard-webhooks,class=2xx}",
+                1
+            ),
+            (
+                "webhooks_handler_total{scheme=standard-webhooks,class=5xx}",
+                1
+            ),
+            (
+                "webhooks_handler_total{scheme=standard-webhooks,class=panic}",
+                1
+            ),
             ("webhooks_received_total{scheme=standard-webhooks}", 6),
             (
                 "webhooks_rejected_total{scheme=standard-webhooks,reason=missing_header}",
@@ -138,9 +173,18 @@ async fn every_outcome_has_its_series() {
                 "webhooks_rejected_total{scheme=standard-webhooks,reason=no_matching_signature}",
                 1
             ),
-            ("webhooks_verified_total{scheme=standard-webhooks,key=primary}", 3),
-            ("webhooks_verified_total{scheme=standard-webhooks,key=rotated}", 1),
-            ("webhooks_verify_duration_seconds{scheme=standard-webhooks}", 6),
+            (
+                "webhooks_verified_total{scheme=standard-webhooks,key=primary}",
+                3
+            ),
+            (
+                "webhooks_verified_total{scheme=standard-webhooks,key=rotated}",
+                1
+            ),
+            (
+                "webhooks_verify_duration_seconds{scheme=standard-webhooks}",
+                6
+            ),
         ])
     );
 }
@@ -153,7 +197,12 @@ impl DedupStore for Down {
     async fn claim(&self, _: &str, _: ClaimToken, _: Duration) -> Result<Claim, StoreError> {
         Err(StoreError::Timeout)
     }
-    async fn complete(&self, _: &str, _: ClaimToken, _: Duration) -> Result<Transition, StoreError> {
+    async fn complete(
+        &self,
+        _: &str,
+        _: ClaimToken,
+        _: Duration,
+    ) -> Result<Transition, StoreError> {
         Err(StoreError::Timeout)
     }
     async fn release(&self, _: &str, _: ClaimToken) -> Result<Transition, StoreError> {
@@ -195,14 +244,19 @@ async fn no_series_carries_an_id_or_a_secret() {
     let receiver = Receiver::builder(StandardWebhooks::new(NEW_SECRET).unwrap())
         .namespace(route)
         .build();
-    deliver(&receiver, request(NEW_SECRET, "msg_secret_looking_id", b"{}"), 204)
-        .await
-        .unwrap();
+    deliver(
+        &receiver,
+        request(NEW_SECRET, "msg_secret_looking_id", b"{}"),
+        204,
+    )
+    .await
+    .unwrap();
     let got = series(route);
     assert!(!got.is_empty());
     for name in got.keys() {
         assert!(
-            !name.contains("msg_secret_looking_id") && !name.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+            !name.contains("msg_secret_looking_id")
+                && !name.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
             "{name} leaks an id or a secret"
         );
         let labels = &name[name.find('{').unwrap() + 1..name.len() - 1];

@@ -87,7 +87,14 @@ pub fn install_metrics() -> Result<PrometheusHandle, BuildError> {
         0.5, 1.0, 2.5, 5.0, 10.0,
     ];
     const BYTES: &[f64] = &[
-        256.0, 1024.0, 4096.0, 16_384.0, 65_536.0, 262_144.0, 1_048_576.0, 4_194_304.0,
+        256.0,
+        1024.0,
+        4096.0,
+        16_384.0,
+        65_536.0,
+        262_144.0,
+        1_048_576.0,
+        4_194_304.0,
     ];
     PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)?
