@@ -47,7 +47,7 @@ use super::{
     DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, decode_hex, encode_hex,
     optional_header,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SCHEME: &str = "mailgun";
 const CONTENT_TYPE: &str = "content-type";
@@ -312,6 +312,8 @@ impl Verifier for Mailgun {
             timestamp: Some(timestamp),
             event_type: fields.event.filter(|e| !e.is_empty()),
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }

@@ -42,7 +42,7 @@ use http::{HeaderMap, HeaderName};
 use sha2::{Digest as _, Sha256};
 
 use super::{ct_eq, encode_base64, header, signed_headers};
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const AUTHORIZATION: &str = "authorization";
 /// The same name, parsed once (see [`header`]).
@@ -87,7 +87,11 @@ impl Credential {
 ///   [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key)) when
 ///   the body has no `MessageID`;
 /// * [`Verified::event_type`] is the body's `RecordType` (`Delivery`,
-///   `Bounce`, `Open`, `Click`, `SpamComplaint`, `SubscriptionChange`).
+///   `Bounce`, `Open`, `Click`, `SpamComplaint`, `SubscriptionChange`);
+/// * deduplication is on that id ([`Identity::SignedId`]: nothing is signed,
+///   but whoever holds the credentials can send anything anyway; the id is
+///   what makes Postmark's retries duplicates), or on the body's bytes
+///   ([`Identity::Content`]) when it has no `MessageID`.
 #[derive(Clone)]
 pub struct Postmark {
     credentials: Vec<Credential>,
@@ -229,12 +233,20 @@ impl Verifier for Postmark {
             })
             .ok_or(VerifyError::NoMatchingSignature)?;
         let (id, event_type) = event_fields(body);
+        // Without an id, an identical retry is still recognised by its bytes.
+        let identity = if id.is_some() {
+            Identity::SignedId
+        } else {
+            Identity::Content
+        };
         Ok(Verified {
             scheme: SCHEME,
             id,
             timestamp: None,
             event_type,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity,
         })
     }
 }

@@ -45,7 +45,7 @@ use super::{
     DEFAULT_TOLERANCE, check_timestamp, encode_base64, encode_hex, header, parse_timestamp,
     signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "x-twilio-email-event-webhook-signature";
 const TIMESTAMP: &str = "x-twilio-email-event-webhook-timestamp";
@@ -169,6 +169,8 @@ impl Verifier for SendGrid {
             timestamp: Some(timestamp),
             event_type: common_event(body),
             matched_key: MatchedKey::PublicKey(index),
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }

@@ -93,7 +93,9 @@ use x509_cert::Certificate;
 use x509_cert::der::{Decode as _, DecodePem as _};
 
 use super::{encode_base64, optional_header, unix_seconds};
-use crate::{ConfigError, MatchedKey, RequestHead, RequestVerifier, Verified, VerifyError};
+use crate::{
+    ConfigError, Identity, MatchedKey, RequestHead, RequestVerifier, Verified, VerifyError,
+};
 
 const SCHEME: &str = "sns";
 const MESSAGE_TYPE: &str = "x-amz-sns-message-type";
@@ -857,6 +859,8 @@ impl RequestVerifier for Sns {
                 key_id: certificate.into(),
                 index: 0,
             },
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }
