@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use bytes::Bytes;
 use tower_webhooks::{RawWebhook, VerifiedWebhook, WebhookLayer, WebhookMeta};
+use webhooks_core::{ReceiverBuilder, Rejection};
 use webhooks_core::Receiver;
 use webhooks_core::dedup::DedupStore;
 use webhooks_core::scheme::GitHub;
@@ -27,6 +28,12 @@ pub struct Spec {
     pub store: Arc<dyn DedupStore>,
     /// The key namespace (unique per scenario, so shared servers do not mix runs).
     pub namespace: String,
+    /// The body-read deadline.
+    pub body_timeout: Duration,
+    /// Whether rejections go through an `on_reject` hook that renders
+    /// `{"error":"<kind>"}` and tries to set its own status and protocol
+    /// headers (which the library must override).
+    pub custom_rejections: bool,
 }
 
 impl Spec {
@@ -37,12 +44,21 @@ impl Spec {
     /// When the verifier cannot be built.
     pub fn receiver(&self) -> Result<Receiver, String> {
         let verifier = keys::verifier().map_err(|e| e.to_string())?;
-        Ok(Receiver::builder(verifier)
+        Ok(self.configure(Receiver::builder(verifier)))
+    }
+
+    fn configure(&self, builder: ReceiverBuilder) -> Receiver {
+        let builder = builder
             .body_limit(self.body_limit)
+            .body_timeout(self.body_timeout)
             .lease(self.lease)
             .shared_store(Arc::clone(&self.store))
-            .namespace(self.namespace.clone())
-            .build())
+            .namespace(self.namespace.clone());
+        if self.custom_rejections {
+            builder.on_reject(custom_rejection).build()
+        } else {
+            builder.build()
+        }
     }
 
     /// A second pipeline for the `/github` route: the GitHub scheme on the same store.
@@ -52,13 +68,20 @@ impl Spec {
     /// When the verifier cannot be built.
     pub fn github_receiver(&self) -> Result<Receiver, String> {
         let verifier = GitHub::new(keys::GITHUB_SECRET).map_err(|e| e.to_string())?;
-        Ok(Receiver::builder(verifier)
-            .body_limit(self.body_limit)
-            .lease(self.lease)
-            .shared_store(Arc::clone(&self.store))
-            .namespace(self.namespace.clone())
-            .build())
+        Ok(self.configure(Receiver::builder(verifier)))
     }
+}
+
+/// The `on_reject` hook of [`Spec::custom_rejections`]: a JSON body, and a
+/// status and protocol headers of its own that the library must replace.
+fn custom_rejection(rejection: &Rejection) -> http::Response<Bytes> {
+    let mut response =
+        http::Response::new(Bytes::from(format!("{{\"error\":\"{}\"}}", rejection.kind())));
+    let headers = response.headers_mut();
+    headers.insert("content-type", http::HeaderValue::from_static("application/json"));
+    headers.insert("retry-after", http::HeaderValue::from_static("999"));
+    headers.insert("webhook-duplicate", http::HeaderValue::from_static("false"));
+    response
 }
 
 /// A running app: its address and its handler's counters.
