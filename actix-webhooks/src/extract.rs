@@ -56,9 +56,9 @@ fn with_delivery<T>(
         Some(delivery) => f(delivery),
         None => Err(ExtractError::MissingLayer),
     };
-    ready(result.map_err(|error| {
-        ExtractRejection::new(error, extensions.get::<Receiver>().cloned())
-    }))
+    ready(
+        result.map_err(|error| ExtractRejection::new(error, extensions.get::<Receiver>().cloned())),
+    )
 }
 
 impl<T: DeserializeOwned> FromRequest for VerifiedWebhook<T> {

@@ -9,10 +9,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use bytes::Bytes;
 use tower_webhooks::{RawWebhook, VerifiedWebhook, WebhookLayer, WebhookMeta};
-use webhooks_core::{ReceiverBuilder, Rejection};
 use webhooks_core::Receiver;
 use webhooks_core::dedup::DedupStore;
 use webhooks_core::scheme::GitHub;
+use webhooks_core::{ReceiverBuilder, Rejection};
 
 use crate::behaviour::{Behaviour, EXPECT_EVENT_HEADER, MODE_HEADER, TestHeaders, TypedEvent};
 use crate::keys;
@@ -75,10 +75,15 @@ impl Spec {
 /// The `on_reject` hook of [`Spec::custom_rejections`]: a JSON body, and a
 /// status and protocol headers of its own that the library must replace.
 fn custom_rejection(rejection: &Rejection) -> http::Response<Bytes> {
-    let mut response =
-        http::Response::new(Bytes::from(format!("{{\"error\":\"{}\"}}", rejection.kind())));
+    let mut response = http::Response::new(Bytes::from(format!(
+        "{{\"error\":\"{}\"}}",
+        rejection.kind()
+    )));
     let headers = response.headers_mut();
-    headers.insert("content-type", http::HeaderValue::from_static("application/json"));
+    headers.insert(
+        "content-type",
+        http::HeaderValue::from_static("application/json"),
+    );
     headers.insert("retry-after", http::HeaderValue::from_static("999"));
     headers.insert("webhook-duplicate", http::HeaderValue::from_static("false"));
     response

@@ -667,8 +667,15 @@ async fn on_reject_shapes_only_the_body(env: Env) -> Outcome {
         .header("retry-after")
         .and_then(|v| v.parse().ok())
         .ok_or("Retry-After missing")?;
-    ensure!((1..=5).contains(&after), "the library's Retry-After: {after}");
-    expect(&first.await.map_err(|e| e.to_string())??, 204, "busy holder")?;
+    ensure!(
+        (1..=5).contains(&after),
+        "the library's Retry-After: {after}"
+    );
+    expect(
+        &first.await.map_err(|e| e.to_string())??,
+        204,
+        "busy holder",
+    )?;
     let misfit = br#"{"type":"email.sent","data":{"count":"many"}}"#;
     let r = send(&app, &delivery("/typed", "msg_hooked_misfit", misfit)?).await?;
     expect(&r, 422, "the extractor's 422 through the hook")?;
@@ -697,8 +704,7 @@ async fn stalled_body_is_408(env: Env) -> Outcome {
     spec.body_timeout = Duration::from_secs(1);
     let app = env.framework.start(&spec).await?;
     // Announces 100 bytes, sends 10, then waits.
-    let short =
-        delivery("/hook", "msg_short", b"0123456789")?.header("content-length", "100");
+    let short = delivery("/hook", "msg_short", b"0123456789")?.header("content-length", "100");
     let r = send(&app, &short).await?;
     expect(&r, 408, "Content-Length larger than what is sent")?;
     // 40 bytes, one every 100 ms: 4 s for the whole body.
