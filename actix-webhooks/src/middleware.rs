@@ -138,7 +138,10 @@ where
         let payload_config = Rc::clone(&self.payload_config);
         Box::pin(async move {
             let head = IncomingHead {
-                path: req.path().to_owned(),
+                path: req
+                    .uri()
+                    .path_and_query()
+                    .map_or_else(|| req.path().to_owned(), ToString::to_string),
                 headers: to_http_headers(req.headers()),
             };
             let payload = req.extract::<web::Payload>().await;
@@ -181,7 +184,7 @@ struct IncomingHead {
 
 impl Incoming for IncomingHead {
     fn head(&self) -> RequestHead<'_> {
-        RequestHead::new(&self.path, &self.headers)
+        RequestHead::from_path_and_query(&self.path, &self.headers)
     }
 }
 

@@ -87,7 +87,7 @@ pub trait Incoming {
 
 impl Incoming for http::request::Parts {
     fn head(&self) -> RequestHead<'_> {
-        RequestHead::new(self.uri.path(), &self.headers)
+        RequestHead::new(self.uri.path(), &self.headers).with_query(self.uri.query())
     }
 }
 
@@ -250,13 +250,12 @@ impl Receiver {
         };
         let id = match &inner.key_fn {
             Some(f) => f(&verified, &body),
-            None => verified.id.clone(),
+            None => verified.dedup_id(&body),
         };
         let Some(id) = id else {
             return Ok(Admission::unclaimed(Delivery::new(verified, None, body)));
         };
-        let key = format!("{}:{}:{}", inner.namespace, verified.scheme, id);
-        let key = store_key(&inner.namespace, key);
+        let key = store_key(&inner.namespace, verified.dedup_key(&inner.namespace, &id));
         let token = ClaimToken::random();
         match store.claim(&key, token, inner.lease).await {
             Ok(Claim::Claimed) => {
@@ -403,11 +402,11 @@ impl Receiver {
 pub const MAX_STORE_KEY_LEN: usize = 256;
 
 /// Marks a key that reaches the store as a digest.
-const DIGEST_MARKER: &str = ":sha256:";
+const DIGEST_MARKER: &str = ":#sha256:";
 
 /// The key a store sees for the pipeline key `key`: `key` itself when it is
 /// at most [`MAX_STORE_KEY_LEN`] bytes of printable ASCII (space included)
-/// and does not contain `:sha256:`; otherwise `{namespace}:sha256:{hex}`,
+/// and does not contain `:#sha256:`; otherwise `{namespace}:#sha256:{hex}`,
 /// the SHA-256 of the whole key. Control bytes (NUL…), non-ASCII text and
 /// oversized ids thus never reach a store, and a digest key can never equal
 /// a key stored as is.

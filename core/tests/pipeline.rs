@@ -416,7 +416,7 @@ async fn ids_reach_the_store_as_safe_keys() {
         "line\nbreak",
         "caf\u{e9}",
         long.as_str(),
-        "webhooks:standard-webhooks:sha256:0000",
+        "webhooks:#sha256:0000",
     ];
     for id in ids {
         assert_eq!(deliver_body_id(&receiver, id).await, Ok(204), "{id:?}");
