@@ -5,18 +5,30 @@
 //! |---|---|---|
 //! | `Content-Length` above the limit | — | 413, before a byte of the body is read |
 //! | body grows past the limit while reading | — | 413, reading stops at the limit |
+//! | body not fully received within the body timeout | — | 408 |
 //! | missing or malformed signature headers | — | 400 + short reason |
 //! | bad signature, timestamp outside tolerance | — | 401 + short reason |
 //! | verified, first time | claim (atomic, lease, random token) | handler runs |
+//! | handler still running | lease renewed every third of the lease | — |
 //! | same id while another attempt holds the claim | — | 409 + `Retry-After` (≥ 1 s) |
 //! | same id after a completed attempt | — | 200 + `webhook-duplicate: true` |
-//! | store unreachable at claim | — | 503 + `Retry-After` (or, with [`StoreFailure::Open`], the handler runs) |
+//! | store unreachable at claim | — | 503 + `Retry-After` (or, with [`StoreFailure::Open`], the handler runs without a dedup key) |
+//! | store refuses the key for good at claim | — | 400 |
 //! | handler answered 2xx | complete (token-checked) | the handler's response |
+//! | complete fails after a 2xx | retried in the background with backoff, lease still renewed | the handler's response |
 //! | handler answered anything else | release (token-checked) | the handler's response |
 //! | handler panicked | release | 500 |
-//! | request dropped mid-handler | release, best effort | — |
+//! | request dropped mid-handler | release, in the background | — |
+//! | request dropped after the handler answered | complete or release finishes (a runtime task) | — |
+//! | request dropped while claiming | the lease expires; the next retry takes over | — |
+//! | renewals fail and another attempt takes over | the late complete is refused and logged | the handler's response |
 //! | process crashed holding the claim | the lease expires; the next retry takes over | — |
-//! | complete fails after a 2xx | logged | the handler's response |
+//!
+//! Keys reach the store only as short printable ASCII: any other key is
+//! replaced by `{namespace}:#sha256:{hex}` of it, so control bytes and
+//! oversized ids are deduplicated like any other, never refused by a store.
+//! An `on_reject` hook shapes the body and headers of rejections; their
+//! status, `Retry-After` and `webhook-duplicate` stay the library's.
 //!
 //! Verification happens before the claim, so a forged request can never claim
 //! a real delivery id.
