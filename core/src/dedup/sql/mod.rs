@@ -154,9 +154,12 @@ fn fit(part: &str, max: usize) -> String {
 
 /// Now, in epoch milliseconds, by the application's clock.
 pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
+    let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    #[cfg(test)]
+    let now = now + tests::APP_CLOCK_SKEW_MS.get();
+    now
 }
 
 /// `now + d` in epoch milliseconds, saturating.
@@ -732,6 +735,174 @@ impl Drop for PurgeTask {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::cell::Cell;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use crate::dedup::{ClaimToken, DedupStore, Transition};
+
+    thread_local! {
+        /// How far this thread's application clock is off, while a
+        /// [`Skewed`] future is polled.
+        pub(super) static APP_CLOCK_SKEW_MS: Cell<i64> = const { Cell::new(0) };
+    }
+
+    /// Polls `inner` as an instance whose clock is `skew_ms` off would.
+    struct Skewed<F> {
+        skew_ms: i64,
+        inner: Pin<Box<F>>,
+    }
+
+    impl<F: Future> Future for Skewed<F> {
+        type Output = F::Output;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+            let previous = APP_CLOCK_SKEW_MS.replace(self.skew_ms);
+            let result = self.inner.as_mut().poll(cx);
+            APP_CLOCK_SKEW_MS.set(previous);
+            result
+        }
+    }
+
+    fn skewed<F: Future>(skew: i64, inner: F) -> Skewed<F> {
+        Skewed {
+            skew_ms: skew,
+            inner: Box::pin(inner),
+        }
+    }
+
+    const HOUR: i64 = 3_600_000;
+
+    /// Two instances on one table whose application clocks are an hour
+    /// apart (far more than any lease) still exclude each other, and each
+    /// sees the other's completions and expiries as they really are.
+    async fn skewed_instances_exclude_each_other(a: &dyn DedupStore, b: &dyn DedupStore) {
+        let lease = Duration::from_secs(30);
+        let day = Duration::from_secs(86_400);
+        let fresh = || format!("webhooks:skew:{}", ClaimToken::random().to_hex());
+
+        // B runs an hour ahead: A's live claim is not taken over.
+        let key = fresh();
+        let mine = ClaimToken::random();
+        assert_eq!(a.claim(&key, mine, lease).await.unwrap(), Claim::Claimed);
+        let theirs = skewed(HOUR, b.claim(&key, ClaimToken::random(), lease)).await;
+        assert!(matches!(theirs.unwrap(), Claim::InFlight { .. }), "B (+1 h) took over a live claim");
+        // An instance ahead can still complete its own claim.
+        let key = fresh();
+        let token = ClaimToken::random();
+        assert_eq!(skewed(HOUR, b.claim(&key, token, lease)).await.unwrap(), Claim::Claimed);
+        let done = skewed(HOUR, b.complete(&key, token, day)).await.unwrap();
+        assert_eq!(done, Transition::Applied, "B (+1 h) could not complete its own claim");
+        assert_eq!(a.claim(&key, ClaimToken::random(), lease).await.unwrap(), Claim::Completed);
+
+        // B runs an hour behind: its claim is not dead for A.
+        let key = fresh();
+        let token = ClaimToken::random();
+        assert_eq!(skewed(-HOUR, b.claim(&key, token, lease)).await.unwrap(), Claim::Claimed);
+        let ours = a.claim(&key, ClaimToken::random(), lease).await.unwrap();
+        assert!(matches!(ours, Claim::InFlight { .. }), "A took over the claim of B (-1 h): {ours:?}");
+        let done = skewed(-HOUR, b.complete(&key, token, day)).await.unwrap();
+        assert_eq!(done, Transition::Applied);
+        assert_eq!(a.claim(&key, ClaimToken::random(), lease).await.unwrap(), Claim::Completed);
+
+        // A short lease of A really runs out for B (-1 h): B takes over.
+        let key = fresh();
+        let short = Duration::from_millis(300);
+        assert_eq!(a.claim(&key, ClaimToken::random(), short).await.unwrap(), Claim::Claimed);
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        let theirs = skewed(-HOUR, b.claim(&key, ClaimToken::random(), lease)).await.unwrap();
+        assert_eq!(theirs, Claim::Claimed, "B (-1 h) waits an hour for an expired lease");
+    }
+
+    /// `env`'s URL (or `default`) when its server accepts connections;
+    /// `None` (skipped, said on stderr) without one, a panic under `CI=true`.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    async fn server_url(env: &str, default: &str) -> Option<String> {
+        let url = std::env::var(env).unwrap_or_else(|_| default.to_owned());
+        let authority = url.split_once("://").map(|(_, rest)| {
+            let end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let start = rest[..end].rfind('@').map_or(0, |at| at + 1);
+            rest[start..end].to_owned()
+        })?;
+        let reachable = matches!(
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                tokio::net::TcpStream::connect(&authority)
+            )
+            .await,
+            Ok(Ok(_))
+        );
+        let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+        if !reachable {
+            assert!(!ci, "{env}: {authority} is not reachable, and CI=true");
+            eprintln!("SKIPPED: {authority} ({env}) is not reachable");
+            return None;
+        }
+        Some(url)
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn sqlite_instances_with_skewed_clocks_exclude_each_other() {
+        let path = std::env::temp_dir().join(format!(
+            "webhooks-dedup-skew-{}.db",
+            ClaimToken::random().to_hex()
+        ));
+        let url = format!("sqlite://{}", path.display());
+        let a = SqliteStore::connect(&url).await.unwrap();
+        a.migrate().await.unwrap();
+        let b = SqliteStore::connect(&url).await.unwrap();
+        skewed_instances_exclude_each_other(&a, &b).await;
+        a.pool().close().await;
+        b.pool().close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test]
+    async fn postgres_instances_with_skewed_clocks_exclude_each_other() {
+        let Some(url) = server_url(
+            "WEBHOOKS_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        )
+        .await
+        else {
+            return;
+        };
+        let table = format!("dedup_skew_{}", &ClaimToken::random().to_hex()[..12]);
+        let a = PostgresStore::builder(&url).table(&table).connect().await.unwrap();
+        a.migrate().await.unwrap();
+        let b = PostgresStore::builder(&url).table(&table).connect().await.unwrap();
+        skewed_instances_exclude_each_other(&a, &b).await;
+        let drop_table = format!("DROP TABLE \"{table}\"");
+        sqlx::query(&drop_table).execute(a.pool()).await.unwrap();
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test]
+    async fn mysql_instances_with_skewed_clocks_exclude_each_other() {
+        let Some(url) = server_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test").await
+        else {
+            return;
+        };
+        let table = format!("dedup_skew_{}", &ClaimToken::random().to_hex()[..12]);
+        let a = MySqlStore::builder(&url).table(&table).connect().await.unwrap();
+        a.migrate().await.unwrap();
+        let b = MySqlStore::builder(&url).table(&table).connect().await.unwrap();
+        skewed_instances_exclude_each_other(&a, &b).await;
+        let drop_table = format!("DROP TABLE `{table}`");
+        sqlx::query(&drop_table).execute(a.pool()).await.unwrap();
+    }
+
+    #[test]
+    fn a_skewed_future_sets_the_clock_only_while_polled() {
+        let before = now_ms();
+        let inside = futures_util::FutureExt::now_or_never(skewed(HOUR, async { now_ms() })).unwrap();
+        assert!(inside - before >= HOUR - 1_000, "{inside} vs {before}");
+        assert!(now_ms() - before < 1_000);
+    }
 
     #[test]
     fn table_names_are_plain_identifiers() {
