@@ -349,7 +349,10 @@ mod scenarios {
                             // The handler.
                             tokio::task::yield_now().await;
                             let day = Duration::from_secs(86_400);
-                            store.complete(&key, token, day).await.map(|t| (i % IDS, Some(t)))
+                            store
+                                .complete(&key, token, day)
+                                .await
+                                .map(|t| (i % IDS, Some(t)))
                         }
                         Claim::InFlight { .. } | Claim::Completed => Ok((i % IDS, None)),
                         other => panic!("unexpected {other:?}"),
@@ -372,13 +375,22 @@ mod scenarios {
         }
         burning.store(false, std::sync::atomic::Ordering::Relaxed);
         burner.join().expect("burner");
-        assert!(errors.is_empty(), "{} errors: {:?}", errors.len(), &errors[..errors.len().min(5)]);
+        assert!(
+            errors.is_empty(),
+            "{} errors: {:?}",
+            errors.len(),
+            &errors[..errors.len().min(5)]
+        );
         let twice: Vec<_> = (0..IDS).filter(|&id| runs[id] > 1).collect();
         assert!(twice.is_empty(), "ran twice: {twice:?}");
         for id in 0..IDS {
             assert_eq!(runs[id], 1, "id {id} never ran");
             answers!(
-                store.claim(&key(&format!("delivery-storm-{id}")), ClaimToken::random(), LEASE),
+                store.claim(
+                    &key(&format!("delivery-storm-{id}")),
+                    ClaimToken::random(),
+                    LEASE
+                ),
                 Claim::Completed
             );
         }
@@ -808,10 +820,10 @@ macro_rules! sql_server_backend {
                 return;
             };
             let store = &backend.store;
-            expire_five_keep_one(store).await;
+            let expired = expire_five_keep_one(store).await;
             assert_eq!(store.purge_expired(2).await.unwrap(), 5);
             assert_eq!(store.purge_expired(2).await.unwrap(), 0);
-            live_row_survived(store).await;
+            kept_rows_survived(store, &expired).await;
             let task = store.spawn_purge(Duration::from_millis(50));
             assert!(!task.is_finished());
             task.stop();
@@ -981,7 +993,9 @@ async fn store_from_url_purges_sql_stores() {
             support::unique_suffix()
         ));
         let url = format!("sqlite://{}", path.display());
-        let store = webhooks_core::dedup::SqliteStore::connect(&url).await.unwrap();
+        let store = webhooks_core::dedup::SqliteStore::connect(&url)
+            .await
+            .unwrap();
         store.migrate().await.unwrap();
         expire(&store, &key).await;
         let count = || {
@@ -991,14 +1005,19 @@ async fn store_from_url_purges_sql_stores() {
         };
         assert_eq!(count().await.unwrap(), 1);
         let opened = webhooks_core::dedup::store_from_url(&url).await.unwrap();
-        assert!(purged(|| async { count().await.unwrap() }).await, "sqlite:// never purged");
+        assert!(
+            purged(|| async { count().await.unwrap() }).await,
+            "sqlite:// never purged"
+        );
         drop(opened);
         store.pool().close().await;
         remove_sqlite_files(&path);
     }
     #[cfg(feature = "postgres")]
     if let Some(url) = support::postgres_url().await {
-        let store = webhooks_core::dedup::PostgresStore::connect(&url).await.unwrap();
+        let store = webhooks_core::dedup::PostgresStore::connect(&url)
+            .await
+            .unwrap();
         store.migrate().await.unwrap();
         expire(&store, &key).await;
         let count = || {
@@ -1007,12 +1026,17 @@ async fn store_from_url_purges_sql_stores() {
                 .fetch_one(store.pool())
         };
         let opened = webhooks_core::dedup::store_from_url(&url).await.unwrap();
-        assert!(purged(|| async { count().await.unwrap() }).await, "postgres:// never purged");
+        assert!(
+            purged(|| async { count().await.unwrap() }).await,
+            "postgres:// never purged"
+        );
         drop(opened);
     }
     #[cfg(feature = "mysql")]
     if let Some(url) = support::mysql_url().await {
-        let store = webhooks_core::dedup::MySqlStore::connect(&url).await.unwrap();
+        let store = webhooks_core::dedup::MySqlStore::connect(&url)
+            .await
+            .unwrap();
         store.migrate().await.unwrap();
         expire(&store, &key).await;
         let count = || {
@@ -1021,17 +1045,22 @@ async fn store_from_url_purges_sql_stores() {
                 .fetch_one(store.pool())
         };
         let opened = webhooks_core::dedup::store_from_url(&url).await.unwrap();
-        assert!(purged(|| async { count().await.unwrap() }).await, "mysql:// never purged");
+        assert!(
+            purged(|| async { count().await.unwrap() }).await,
+            "mysql:// never purged"
+        );
         drop(opened);
     }
 }
 
-/// Leaves `key` as a row whose lease has run out.
+/// Leaves `key` as a completed row whose retention is over.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 async fn expire(store: &dyn DedupStore, key: &str) {
+    let token = ClaimToken::random();
+    answers!(store.claim(key, token, LEASE), Claim::Claimed);
     answers!(
-        store.claim(key, ClaimToken::random(), Duration::from_millis(1)),
-        Claim::Claimed
+        store.complete(key, token, Duration::from_millis(1)),
+        Transition::Applied
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
 }
@@ -1062,16 +1091,20 @@ async fn sqlite_purge_removes_only_expired_rows() {
     let store = webhooks_core::dedup::SqliteStore::connect(&backend.url())
         .await
         .unwrap();
-    expire_five_keep_one(&store).await;
+    let expired = expire_five_keep_one(&store).await;
     assert_eq!(store.purge_expired(2).await.unwrap(), 5);
     assert_eq!(store.purge_expired(2).await.unwrap(), 0);
-    live_row_survived(&store).await;
+    kept_rows_survived(&store, &expired).await;
     // The background task purges too.
     let token = ClaimToken::random();
-    store
-        .claim("webhooks:purge:bg", token, Duration::from_millis(1))
-        .await
-        .unwrap();
+    answers!(
+        store.claim("webhooks:purge:bg", token, LEASE),
+        Claim::Claimed
+    );
+    answers!(
+        store.complete("webhooks:purge:bg", token, Duration::from_millis(1)),
+        Transition::Applied
+    );
     tokio::time::sleep(Duration::from_millis(20)).await;
     let task = store.spawn_purge(Duration::from_millis(20));
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1080,24 +1113,31 @@ async fn sqlite_purge_removes_only_expired_rows() {
         .fetch_one(store.pool())
         .await
         .unwrap();
-    assert_eq!(left, 1, "only the live row is left");
+    // The live row and the two late completions (retention: `LEASE`).
+    assert_eq!(left, 3, "only the live rows are left");
     store.pool().close().await;
     backend.cleanup().await;
 }
 
-/// Five rows whose lease or retention is over, and one live claim.
+/// Five completed rows whose retention is over, two claims whose lease ran
+/// out moments ago (kept for their holders' late `complete`: returned), and
+/// one live completed row.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-async fn expire_five_keep_one(store: &dyn DedupStore) {
+async fn expire_five_keep_one(store: &dyn DedupStore) -> Vec<(String, ClaimToken)> {
+    let short = Duration::from_millis(1);
     for i in 0..5 {
         let key = format!("webhooks:purge:{i}");
         let token = ClaimToken::random();
         answers!(store.claim(&key, token, LEASE), Claim::Claimed);
-        let short = Duration::from_millis(1);
-        if i % 2 == 0 {
-            answers!(store.complete(&key, token, short), Transition::Applied);
-        } else {
-            answers!(store.extend(&key, token, short), Transition::Applied);
-        }
+        answers!(store.complete(&key, token, short), Transition::Applied);
+    }
+    let mut expired = Vec::new();
+    for i in 0..2 {
+        let key = format!("webhooks:purge:late-{i}");
+        let token = ClaimToken::random();
+        answers!(store.claim(&key, token, LEASE), Claim::Claimed);
+        answers!(store.extend(&key, token, short), Transition::Applied);
+        expired.push((key, token));
     }
     let live = ClaimToken::random();
     answers!(
@@ -1109,11 +1149,16 @@ async fn expire_five_keep_one(store: &dyn DedupStore) {
         Transition::Applied
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
+    expired
 }
 
-/// The live row of [`expire_five_keep_one`] is still there after a purge.
+/// The rows of [`expire_five_keep_one`] that a purge keeps are still there:
+/// the expired claims complete late, the live row is completed.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-async fn live_row_survived(store: &dyn DedupStore) {
+async fn kept_rows_survived(store: &dyn DedupStore, expired: &[(String, ClaimToken)]) {
+    for (key, token) in expired {
+        answers!(store.complete(key, *token, LEASE), Transition::Applied);
+    }
     answers!(
         store.claim("webhooks:purge:live", ClaimToken::random(), LEASE),
         Claim::Completed
