@@ -18,22 +18,38 @@
 //! itself starts with `sha256:`), so that every key fits every database's
 //! index limits.
 //!
-//! **Clock.** Deadlines are computed with the application's clock
-//! ([`SystemTime`]) and passed to the database as epoch-millisecond
-//! parameters; the database's own clock is never read, so all three backends
-//! behave the same. Instances sharing a table need synchronized clocks (NTP):
-//! a skew of `s` lets a lease be taken over `s` early, or late.
+//! **Clock.** Every statement reads the database's clock, once per statement
+//! (PostgreSQL `statement_timestamp()`, MySQL/MariaDB `UTC_TIMESTAMP(6)`,
+//! SQLite `julianday('now')`, the host's clock), as Redis uses its server's
+//! `TIME`: the application only passes spans (the lease, the retention) in
+//! milliseconds. So instances whose clocks disagree, by any amount, still
+//! exclude each other; only the database's clock matters (and for PostgreSQL
+//! or MySQL with replicas, the primary's). `clock_skew_ms()` measures how far
+//! this host's clock is from the database's, worth an alert since the
+//! signature schemes check timestamps against this host's clock.
 //!
-//! **Expiry.** A row whose `expires_at` has passed is dead: the next claim
-//! takes it over in the same atomic statement. Dead rows are removed by
-//! `purge_expired` (call it from a cron-like job) or by the background task
-//! of `spawn_purge`; neither is needed for correctness, only to bound the
-//! table's size.
+//! **Expiry.** A lease that has passed lets the next claim take the row over
+//! in the same atomic statement. Until one does, the row still holds its
+//! token: the holder's late `complete`, `release` or `extend` (which
+//! re-acquires) still applies. A completed row whose retention is over is dead.
 //!
-//! **Timeouts.** `connect_timeout` bounds opening a connection (the pool's
-//! acquire timeout); `command_timeout` bounds every operation, waiting for a
-//! pooled connection included, and is also set in the database where it has
-//! an equivalent (PostgreSQL `statement_timeout`, InnoDB
+//! **Purge.** `purge_expired` (from a cron-like job), the background task of
+//! `spawn_purge`, or [`store_from_url`](super::store_from_url) (which starts
+//! one, hourly) delete completed rows whose retention is over, and in-flight
+//! rows whose lease has been over for
+//! [`EXPIRED_CLAIM_GRACE`](super::EXPIRED_CLAIM_GRACE) (an hour; until then
+//! their holder may still complete them). Purging is not needed for
+//! correctness, only to bound the table's size.
+//!
+//! **Timeouts.** An operation first waits for its turn at a connection: one
+//! turn per pooled connection, given in order, at most `queue_timeout`
+//! (default 30 s); then for the connection, at most `connect_timeout` (the
+//! pool's acquire timeout: opening a connection if none is open); then runs,
+//! at most `command_timeout` (default 2 s). A burst of deliveries thus queues
+//! for the pool instead of timing out statements that run in milliseconds,
+//! while an unreachable database still fails within the connect timeout once
+//! an operation's turn comes. The command timeout is also set in the database
+//! where it has an equivalent (PostgreSQL `statement_timeout`, InnoDB
 //! `innodb_lock_wait_timeout`, SQLite's busy timeout). An expired timeout is
 //! [`StoreError::Timeout`]; a refused or broken connection is
 //! [`StoreError::Unavailable`]. A statement that timed out may still take
@@ -156,7 +172,8 @@ fn fit(part: &str, max: usize) -> String {
     out
 }
 
-/// Now, in epoch milliseconds, by the application's clock.
+/// Now, in epoch milliseconds, by the application's clock: used only to
+/// measure the skew from the database's clock, never in a statement.
 pub(crate) fn now_ms() -> i64 {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
