@@ -124,7 +124,10 @@ where
         let receiver = self.receiver.clone();
         Box::pin(async move {
             let head = IncomingHead {
-                path: req.path().to_owned(),
+                path: req
+                    .uri()
+                    .path_and_query()
+                    .map_or_else(|| req.path().to_owned(), ToString::to_string),
                 headers: to_http_headers(req.headers()),
             };
             if let Err(r) = receiver.check_head(&head.headers) {
@@ -169,7 +172,7 @@ struct IncomingHead {
 
 impl Incoming for IncomingHead {
     fn head(&self) -> RequestHead<'_> {
-        RequestHead::new(&self.path, &self.headers)
+        RequestHead::from_path_and_query(&self.path, &self.headers)
     }
 }
 

@@ -54,6 +54,7 @@ use http::{HeaderMap, Response, header};
 use tracing::{Instrument as _, field};
 
 use crate::dedup::{Claim, ClaimToken, DedupStore, Transition};
+use crate::signals::{Signals, StoreOp};
 use crate::{Delivery, Rejection, RequestHead, RequestVerifier, Verified};
 
 /// The default body limit: 1 MiB.
@@ -79,7 +80,7 @@ pub trait Incoming {
 
 impl Incoming for http::request::Parts {
     fn head(&self) -> RequestHead<'_> {
-        RequestHead::new(self.uri.path(), &self.headers)
+        RequestHead::new(self.uri.path(), &self.headers).with_query(self.uri.query())
     }
 }
 
@@ -110,6 +111,7 @@ struct Inner {
     in_flight_retry_after: Duration,
     on_reject: Option<RejectFn>,
     clock: Clock,
+    signals: Arc<Signals>,
 }
 
 /// The configured receive pipeline. Cheap to clone (one `Arc`).
@@ -198,7 +200,26 @@ impl Receiver {
     pub async fn admit(&self, head: RequestHead<'_>, body: Bytes) -> Result<Admission, Rejection> {
         let inner = &self.inner;
         let now = (inner.clock)();
-        let verified = inner.verifier.verify_request(head, &body, now).await?;
+        let scheme = inner.verifier.scheme();
+        let observer = Observer {
+            signals: Arc::clone(&inner.signals),
+            scheme,
+        };
+        let verify_started = Instant::now();
+        let verified = match inner.verifier.verify_request(head, &body, now).await {
+            Ok(verified) => {
+                inner
+                    .signals
+                    .verified(scheme, &verified.matched_key, verify_started.elapsed());
+                verified
+            }
+            Err(error) => {
+                inner
+                    .signals
+                    .verify_failed(scheme, verify_started.elapsed());
+                return Err(error.into());
+            }
+        };
         let span = tracing::Span::current();
         span.record("scheme", verified.scheme);
         if let Some(id) = &verified.id {
@@ -207,18 +228,21 @@ impl Receiver {
         span.record("key", field::display(&verified.matched_key));
 
         let Some(store) = &inner.store else {
-            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)));
+            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
         };
         let id = match &inner.key_fn {
             Some(f) => f(&verified, &body),
-            None => verified.id.clone(),
+            None => verified.dedup_id(&body),
         };
         let Some(id) = id else {
-            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)));
+            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
         };
-        let key = format!("{}:{}:{}", inner.namespace, verified.scheme, id);
+        let key = verified.dedup_key(&inner.namespace, &id);
         let token = ClaimToken::random();
-        match store.claim(&key, token, inner.lease).await {
+        let claim_started = Instant::now();
+        let claimed = store.claim(&key, token, inner.lease).await;
+        inner.signals.claimed(scheme, claim_started.elapsed());
+        match claimed {
             Ok(Claim::Claimed) => Ok(Admission {
                 claim: Some(ClaimGuard {
                     store: Arc::clone(store),
@@ -226,8 +250,10 @@ impl Receiver {
                     token,
                     retention: inner.retention,
                     settled: false,
+                    observer: Some(observer.clone()),
                 }),
                 delivery: Delivery::new(verified, Some(key), body),
+                observer: Some(observer),
             }),
             Ok(Claim::InFlight { retry_after }) => Err(Rejection::InFlight {
                 // The other attempt usually ends long before its lease: ask
@@ -237,22 +263,24 @@ impl Receiver {
                     .max(Duration::from_secs(1)),
             }),
             Ok(Claim::Completed) => Err(Rejection::Duplicate),
-            Err(error) => match inner.store_failure {
-                StoreFailure::Closed => {
-                    tracing::error!(error = %error, "dedup store unavailable at claim; answering 503");
-                    Err(Rejection::StoreUnavailable {
-                        retry_after: inner.store_retry_after,
-                    })
+            Err(error) => {
+                inner.signals.store_error(scheme, StoreOp::Claim);
+                match inner.store_failure {
+                    StoreFailure::Closed => {
+                        tracing::error!(error = %error, "dedup store unavailable at claim; answering 503");
+                        Err(Rejection::StoreUnavailable {
+                            retry_after: inner.store_retry_after,
+                        })
+                    }
+                    StoreFailure::Open => {
+                        tracing::warn!(error = %error, "dedup store unavailable at claim; running the handler without deduplication (fail-open)");
+                        Ok(
+                            Admission::unclaimed(Delivery::new(verified, Some(key), body))
+                                .observed(observer),
+                        )
+                    }
                 }
-                StoreFailure::Open => {
-                    tracing::warn!(error = %error, "dedup store unavailable at claim; running the handler without deduplication (fail-open)");
-                    Ok(Admission::unclaimed(Delivery::new(
-                        verified,
-                        Some(key),
-                        body,
-                    )))
-                }
-            },
+            }
         }
     }
 
@@ -282,16 +310,20 @@ impl Receiver {
         F: FnOnce(R, Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
+        let scheme = self.inner.verifier.scheme();
         let span = tracing::info_span!(
             "webhook",
-            scheme = field::Empty,
+            scheme,
+            route = %self.inner.namespace,
             id = field::Empty,
             key = field::Empty,
             outcome = field::Empty,
             status = field::Empty,
-            latency_ms = field::Empty,
+            latency_us = field::Empty,
         );
         let started = Instant::now();
+        self.inner.signals.received(scheme);
+        self.inner.signals.body_read(scheme, body.len());
         let result = async {
             let admission = self.admit(request.head(), body).await?;
             admission
@@ -301,16 +333,26 @@ impl Receiver {
         .instrument(span.clone())
         .await;
         let _enter = span.enter();
-        span.record("latency_ms", started.elapsed().as_secs_f64() * 1000.0);
+        span.record(
+            "latency_us",
+            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
         match &result {
+            // Per-delivery success stays below INFO: enable DEBUG for the
+            // `webhooks_core` target (or read the span) to see each one.
             Ok(_) => tracing::debug!("webhook handled"),
             Err(rejection) => {
+                self.inner.signals.rejected(scheme, rejection);
                 span.record("outcome", rejection.kind());
                 span.record("status", rejection.status().as_u16());
-                if rejection.status().is_server_error() {
-                    tracing::warn!(reason = %rejection, "webhook not processed");
-                } else {
-                    tracing::info!(reason = %rejection, "webhook refused");
+                match rejection {
+                    Rejection::Duplicate | Rejection::InFlight { .. } => {
+                        tracing::debug!(reason = %rejection, "webhook retry acknowledged");
+                    }
+                    r if r.status().is_server_error() => {
+                        tracing::warn!(reason = %rejection, "webhook not processed");
+                    }
+                    _ => tracing::info!(reason = %rejection, "webhook refused"),
                 }
             }
         }
@@ -329,6 +371,22 @@ pub struct Admission {
     pub delivery: Delivery,
     /// The claim, when the delivery is deduplicated.
     pub claim: Option<ClaimGuard>,
+    observer: Option<Observer>,
+}
+
+/// Where a delivery's handler outcome and settle failures are reported.
+#[derive(Clone)]
+struct Observer {
+    signals: Arc<Signals>,
+    scheme: &'static str,
+}
+
+impl fmt::Debug for Observer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observer")
+            .field("scheme", &self.scheme)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Admission {
@@ -336,7 +394,13 @@ impl Admission {
         Self {
             delivery,
             claim: None,
+            observer: None,
         }
+    }
+
+    fn observed(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Runs `handler` with the delivery, catching panics, then completes the
@@ -354,7 +418,12 @@ impl Admission {
         F: FnOnce(Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
-        let Self { delivery, claim } = self;
+        let Self {
+            delivery,
+            claim,
+            observer,
+        } = self;
+        let handler_started = Instant::now();
         let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| handler(delivery))) {
             Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
             Err(panic) => Err(panic),
@@ -363,8 +432,18 @@ impl Admission {
         match outcome {
             Ok(output) => {
                 let status = status_of(&output);
+                if let Some(o) = &observer {
+                    o.signals
+                        .handled(o.scheme, Some(status), handler_started.elapsed());
+                }
                 span.record("status", status);
                 let success = (200..300).contains(&status);
+                if !success {
+                    tracing::warn!(
+                        status,
+                        "webhook handler did not succeed; claim released for the sender's retry"
+                    );
+                }
                 span.record(
                     "outcome",
                     if success {
@@ -383,6 +462,9 @@ impl Admission {
                 Ok(output)
             }
             Err(_) => {
+                if let Some(o) = &observer {
+                    o.signals.handled(o.scheme, None, handler_started.elapsed());
+                }
                 tracing::error!("webhook handler panicked; claim released");
                 if let Some(claim) = claim {
                     claim.release().await;
@@ -404,6 +486,7 @@ pub struct ClaimGuard {
     token: ClaimToken,
     retention: Duration,
     settled: bool,
+    observer: Option<Observer>,
 }
 
 impl fmt::Debug for ClaimGuard {
@@ -416,6 +499,12 @@ impl fmt::Debug for ClaimGuard {
 }
 
 impl ClaimGuard {
+    fn store_error(&self, op: StoreOp) {
+        if let Some(o) = &self.observer {
+            o.signals.store_error(o.scheme, op);
+        }
+    }
+
     /// The namespaced key the delivery was claimed under.
     #[must_use]
     pub fn key(&self) -> &str {
@@ -438,6 +527,7 @@ impl ClaimGuard {
                 false
             }
             Err(error) => {
+                self.store_error(StoreOp::Complete);
                 tracing::error!(key = %self.key, error = %error, "complete failed after a 2xx; a retry may run the handler again");
                 false
             }
@@ -452,7 +542,8 @@ impl ClaimGuard {
             Ok(Transition::Applied) => true,
             Ok(Transition::Stale) => false,
             Err(error) => {
-                tracing::warn!(key = %self.key, error = %error, "release failed; the lease will expire instead");
+                self.store_error(StoreOp::Release);
+                tracing::error!(key = %self.key, error = %error, "release failed; the lease will expire instead");
                 false
             }
         }
@@ -471,9 +562,13 @@ impl Drop for ClaimGuard {
         let store = Arc::clone(&self.store);
         let key = std::mem::take(&mut self.key);
         let token = self.token;
+        let observer = self.observer.take();
         runtime.spawn(async move {
             if let Err(error) = store.release(&key, token).await {
-                tracing::warn!(key = %key, error = %error, "release after a dropped request failed; the lease will expire instead");
+                if let Some(o) = &observer {
+                    o.signals.store_error(o.scheme, StoreOp::Release);
+                }
+                tracing::error!(key = %key, error = %error, "release after a dropped request failed; the lease will expire instead");
             }
         });
     }
@@ -511,6 +606,7 @@ impl ReceiverBuilder {
                 in_flight_retry_after: DEFAULT_IN_FLIGHT_RETRY_AFTER,
                 on_reject: None,
                 clock: Arc::new(SystemTime::now),
+                signals: Arc::new(Signals::new(DEFAULT_NAMESPACE)),
             },
         }
     }
@@ -614,7 +710,8 @@ impl ReceiverBuilder {
     }
 
     /// The pipeline.
-    pub fn build(self) -> Receiver {
+    pub fn build(mut self) -> Receiver {
+        self.inner.signals = Arc::new(Signals::new(&self.inner.namespace));
         Receiver {
             inner: Arc::new(self.inner),
         }

@@ -547,6 +547,108 @@ async fn github_scheme_through_the_same_pipeline(env: Env) -> Outcome {
     Ok(())
 }
 
+/// Issue 10, item 1: with per-tenant secrets, tenant B's delivery must not
+/// suppress tenant A's delivery of the same id.
+async fn tenants_do_not_share_delivery_ids(env: Env) -> Outcome {
+    let app = env.app().await?;
+    let tenant = |secret: &str| keys::hmac(secret).map_err(|e| e.to_string());
+    let (a, b) = (
+        tenant(keys::TENANT_A_SECRET)?,
+        tenant(keys::TENANT_B_SECRET)?,
+    );
+    let id = "msg_tenant_42";
+    let from_b = signed_with(&b, "/tenants/globex/hook", id, keys::now(), BODY)?;
+    expect(&send(&app, &from_b).await?, 204, "tenant B's delivery")?;
+    let from_a = signed_with(&a, "/tenants/acme/hook", id, keys::now(), BODY)?;
+    let r = send(&app, &from_a).await?;
+    expect(&r, 204, "tenant A's delivery of the same id runs")?;
+    ensure!(
+        r.header("webhook-duplicate").is_none(),
+        "A is not a duplicate"
+    );
+    // Each tenant's own retry is still a duplicate.
+    expect(&send(&app, &from_a).await?, 200, "tenant A's retry")?;
+    expect(&send(&app, &from_b).await?, 200, "tenant B's retry")?;
+    // B's secret on A's path is a forgery.
+    let forged = signed_with(&b, "/tenants/acme/hook", "msg_tenant_43", keys::now(), BODY)?;
+    expect(&send(&app, &forged).await?, 401, "B's secret on A's route")?;
+    ensure!(
+        app.behaviour.calls(id) == 2,
+        "each tenant's delivery ran once: {}",
+        app.behaviour.calls(id)
+    );
+    Ok(())
+}
+
+/// A captured delivery of a scheme whose id header is not signed, replayed
+/// with a fresh id or none (issue 10, item 2).
+async fn unsigned_id_replay(
+    env: &Env,
+    path: &str,
+    id_header: &str,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Outcome {
+    let app = env.app().await?;
+    let genuine = Request::post(path, body.to_vec()).headers(headers);
+    let id = genuine
+        .headers
+        .iter()
+        .find(|(n, _)| n == id_header)
+        .map(|(_, v)| v.clone())
+        .ok_or("the genuine delivery has an id")?;
+    expect(&send(&app, &genuine).await?, 204, "genuine delivery")?;
+    let mut fresh = genuine.clone();
+    fresh.headers.retain(|(n, _)| n != id_header);
+    let none = fresh.clone();
+    fresh = fresh.header(id_header, "replayed-with-a-fresh-id");
+    let r = send(&app, &fresh).await?;
+    expect(&r, 200, "replay with a fresh id")?;
+    ensure!(
+        r.header("webhook-duplicate") == Some("true"),
+        "replay is a duplicate: {:?}",
+        r.headers
+    );
+    let r = send(&app, &none).await?;
+    expect(&r, 400, "replay without an id")?;
+    ensure!(
+        r.text().contains(id_header),
+        "400 names {id_header}: {:?}",
+        r.text()
+    );
+    ensure!(app.behaviour.calls(&id) == 1, "genuine ran once");
+    ensure!(
+        app.behaviour.total() == 1,
+        "only the genuine delivery ran, {} runs",
+        app.behaviour.total()
+    );
+    Ok(())
+}
+
+async fn github_replay_with_a_fresh_id_does_not_run(env: Env) -> Outcome {
+    let github =
+        webhooks_core::scheme::GitHub::new(keys::GITHUB_SECRET).map_err(|e| e.to_string())?;
+    let body = br#"{"action":"opened","number":7}"#;
+    let headers = github
+        .sign_headers("0f6c9a10-cc78-11e3-81ab-4c9367dc0958", "pull_request", body)
+        .map_err(|e| e.to_string())?;
+    unsigned_id_replay(&env, "/github", "x-github-delivery", &headers, body).await
+}
+
+async fn shopify_replay_with_a_fresh_id_does_not_run(env: Env) -> Outcome {
+    let shopify =
+        webhooks_core::scheme::Shopify::new(keys::SHOPIFY_SECRET).map_err(|e| e.to_string())?;
+    let body = br#"{"id":820982911946154508,"total_price":"10.00"}"#;
+    let headers = shopify
+        .sign_headers(
+            "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
+            "orders/create",
+            body,
+        )
+        .map_err(|e| e.to_string())?;
+    unsigned_id_replay(&env, "/shopify", "x-shopify-webhook-id", &headers, body).await
+}
+
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
         /// Every scenario, by name.
@@ -577,4 +679,7 @@ scenarios![
     lease_expiry_takeover,
     store_unreachable_is_503,
     github_scheme_through_the_same_pipeline,
+    tenants_do_not_share_delivery_ids,
+    github_replay_with_a_fresh_id_does_not_run,
+    shopify_replay_with_a_fresh_id_does_not_run,
 ];
