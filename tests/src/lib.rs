@@ -10,3 +10,4 @@ pub mod client;
 pub mod keys;
 pub mod providers_email;
 pub mod scenarios;
+pub mod signals;

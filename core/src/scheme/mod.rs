@@ -13,7 +13,7 @@
 //! | [Amazon SNS](https://docs.aws.amazon.com/sns/latest/dg/sns-verify-signature-of-message.html), SES through it (feature `sns`) | `Sns` | body `Signature` (RSA; `SignatureVersion` 1 SHA-1, 2 SHA-256), certificate from an allowed `SigningCertURL` | the canonical string of the message's fields | — (optional `max_age`) | `MessageId` | `Type` |
 //! | [Postmark](https://postmarkapp.com/developer/webhooks/webhooks-overview) | [`Postmark`] | `Authorization: Basic …` (no signature) | — | — | `{RecordType}:{MessageID}:{time}` from the body | `RecordType` |
 //! | Resend, Clerk and other [Svix](https://docs.svix.com/receiving/verifying-payloads/how-manual) senders | [`StandardWebhooks`] | `svix-signature: v1,<base64>` | `{id}.{ts}.{body}` | ±300 s | `svix-id` | — |
-//! | per-tenant secrets from your store, around any of the above | [`TenantVerifier`] | the inner scheme's | | | | |
+//! | per-tenant secrets from your store, around any of the above (feature `tenant`) | `TenantVerifier` | the inner scheme's | | | | |
 //!
 //! Shared rules: signatures are computed over the exact raw body bytes with a
 //! pre-keyed HMAC state and compared as decoded bytes in constant time; a
@@ -109,6 +109,7 @@ pub mod sns;
 pub mod square;
 pub mod standard;
 pub mod stripe;
+#[cfg(feature = "tenant")]
 pub mod tenant;
 pub mod twilio;
 pub mod typeform;
@@ -136,6 +137,7 @@ pub use sns::{Sns, SnsBuilder};
 pub use square::{Square, SquareBuilder};
 pub use standard::{StandardWebhooks, StandardWebhooksBuilder};
 pub use stripe::{Stripe, StripeBuilder};
+#[cfg(feature = "tenant")]
 pub use tenant::{KeyLookup, LookupError, Secret, TenantVerifier, TenantVerifierBuilder};
 pub use twilio::{Twilio, TwilioBuilder};
 pub use typeform::{Typeform, TypeformBuilder};
