@@ -150,7 +150,7 @@ impl Verifier for GitHub {
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
         if !headers.contains_key(&SIGNATURE_256_NAME)
-            && !(self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME))
+            && (self.sha1.is_none() || !headers.contains_key(&SIGNATURE_SHA1_NAME))
         {
             return Err(VerifyError::MissingHeader(SIGNATURE_256));
         }
