@@ -67,7 +67,6 @@ pub const HANDLER_DURATION: &str = "webhooks_handler_duration_seconds";
 
 /// A dedup store operation, the `operation` label of [`STORE_ERRORS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // `Extend`: lease renewal
 pub(crate) enum StoreOp {
     Claim,
     Complete,

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use tower_webhooks::{RawWebhook, VerifiedWebhook, WebhookLayer, WebhookMeta};
 use webhooks_core::dedup::DedupStore;
 use webhooks_core::scheme::{GitHub, Shopify};
-use webhooks_core::{Receiver, RequestVerifier};
+use webhooks_core::{Receiver, Rejection, RequestVerifier};
 
 use crate::behaviour::{Behaviour, EXPECT_EVENT_HEADER, MODE_HEADER, TestHeaders, TypedEvent};
 use crate::keys;
@@ -27,6 +27,12 @@ pub struct Spec {
     pub store: Arc<dyn DedupStore>,
     /// The key namespace (unique per scenario, so shared servers do not mix runs).
     pub namespace: String,
+    /// The body-read deadline.
+    pub body_timeout: Duration,
+    /// Whether rejections go through an `on_reject` hook that renders
+    /// `{"error":"<kind>"}` and tries to set its own status and protocol
+    /// headers (which the library must override).
+    pub custom_rejections: bool,
 }
 
 impl Spec {
@@ -69,13 +75,35 @@ impl Spec {
 
     /// A pipeline around `verifier` with this spec's limit, lease, store and namespace.
     fn pipeline(&self, verifier: impl RequestVerifier + 'static) -> Receiver {
-        Receiver::builder(verifier)
+        let builder = Receiver::builder(verifier)
             .body_limit(self.body_limit)
+            .body_timeout(self.body_timeout)
             .lease(self.lease)
             .shared_store(Arc::clone(&self.store))
-            .namespace(self.namespace.clone())
-            .build()
+            .namespace(self.namespace.clone());
+        if self.custom_rejections {
+            builder.on_reject(custom_rejection).build()
+        } else {
+            builder.build()
+        }
     }
+}
+
+/// The `on_reject` hook of [`Spec::custom_rejections`]: a JSON body, and a
+/// status and protocol headers of its own that the library must replace.
+fn custom_rejection(rejection: &Rejection) -> http::Response<Bytes> {
+    let mut response = http::Response::new(Bytes::from(format!(
+        "{{\"error\":\"{}\"}}",
+        rejection.kind()
+    )));
+    let headers = response.headers_mut();
+    headers.insert(
+        "content-type",
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.insert("retry-after", http::HeaderValue::from_static("999"));
+    headers.insert("webhook-duplicate", http::HeaderValue::from_static("false"));
+    response
 }
 
 /// The pipelines of one app, one per guarded route group.
