@@ -111,7 +111,9 @@ impl Framework {
     ///
     /// Routes: `/hook` (mode from `x-test-mode`), `/typed` (typed JSON),
     /// both behind the Standard Webhooks layer; `/github` (like `/hook`)
-    /// behind a GitHub layer; `/unguarded` (typed JSON, no layer).
+    /// behind a GitHub layer; `/unguarded` (typed JSON, no layer); and one
+    /// route per provider family (`/twilio`, `/paddle`, `/gitlab`, see
+    /// [`providers`](crate::providers)).
     ///
     /// # Errors
     ///
@@ -119,9 +121,10 @@ impl Framework {
     pub async fn start(self, spec: &Spec) -> Result<RunningApp, String> {
         let behaviour = Arc::new(Behaviour::default());
         let receivers = (spec.receiver()?, spec.github_receiver()?);
+        let providers = crate::providers::receivers(spec)?;
         match self {
-            Self::Axum => start_axum(receivers, behaviour).await,
-            Self::Actix => start_actix(receivers, behaviour).await,
+            Self::Axum => start_axum(receivers, providers, behaviour).await,
+            Self::Actix => start_actix(receivers, providers, behaviour).await,
         }
     }
 }
@@ -162,6 +165,7 @@ async fn axum_typed(
 
 async fn start_axum(
     (receiver, github): (Receiver, Receiver),
+    providers: Vec<(&'static str, Receiver)>,
     behaviour: Arc<Behaviour>,
 ) -> Result<RunningApp, String> {
     let standard = axum::Router::new()
@@ -171,8 +175,16 @@ async fn start_axum(
     let github = axum::Router::new()
         .route("/github", post(axum_hook))
         .route_layer(WebhookLayer::from_receiver(github));
-    let app = standard
-        .merge(github)
+    let app = providers
+        .into_iter()
+        .fold(standard.merge(github), |app, (path, r)| {
+            app.merge(
+                axum::Router::new()
+                    .route(path, post(axum_hook))
+                    .route_layer(WebhookLayer::from_receiver(r)),
+            )
+        });
+    let app = app
         .route("/unguarded", post(axum_typed))
         .with_state(Arc::clone(&behaviour));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -233,6 +245,7 @@ mod actix {
 
 async fn start_actix(
     (receiver, github): (Receiver, Receiver),
+    providers: Vec<(&'static str, Receiver)>,
     behaviour: Arc<Behaviour>,
 ) -> Result<RunningApp, String> {
     use actix_web::{App, HttpServer, web};
@@ -245,8 +258,14 @@ async fn start_actix(
         system.block_on(async move {
             let server = HttpServer::new(move || {
                 let webhooks = Webhooks::from_receiver(receiver.clone());
-                App::new()
-                    .app_data(web::Data::new(Arc::clone(&shared)))
+                let app = providers.iter().fold(App::new(), |app, (path, r)| {
+                    app.service(
+                        web::resource(*path)
+                            .wrap(Webhooks::from_receiver(r.clone()))
+                            .route(web::post().to(actix::hook)),
+                    )
+                });
+                app.app_data(web::Data::new(Arc::clone(&shared)))
                     .service(
                         web::resource("/github")
                             .wrap(Webhooks::from_receiver(github.clone()))

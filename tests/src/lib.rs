@@ -8,4 +8,5 @@ pub mod backends;
 pub mod behaviour;
 pub mod client;
 pub mod keys;
+pub mod providers;
 pub mod scenarios;

@@ -14,6 +14,9 @@ use crate::backends::Backend;
 use crate::behaviour::MODE_HEADER;
 use crate::client::{self, Framing, Request, Response};
 use crate::keys;
+use crate::providers::{
+    timestamp_hmac_provider_paddle, token_provider_gitlab, url_signing_provider_twilio,
+};
 
 /// A scenario's result: `Err` says what differed.
 pub type Outcome = Result<(), String>;
@@ -577,4 +580,7 @@ scenarios![
     lease_expiry_takeover,
     store_unreachable_is_503,
     github_scheme_through_the_same_pipeline,
+    url_signing_provider_twilio,
+    timestamp_hmac_provider_paddle,
+    token_provider_gitlab,
 ];
