@@ -7,7 +7,18 @@
 //! | [GitHub](https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries) | [`GitHub`] | `X-Hub-Signature-256: sha256=<hex>` | body | — | `X-GitHub-Delivery` | `X-GitHub-Event` |
 //! | [Slack](https://api.slack.com/authentication/verifying-requests-from-slack) | [`Slack`] | `X-Slack-Signature: v0=<hex>` | `v0:{ts}:{body}` | ±300 s | — (use [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key)) | — |
 //! | [Shopify](https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify) | [`Shopify`] | `X-Shopify-Hmac-Sha256: <base64>` | body | — | `X-Shopify-Webhook-Id` | `X-Shopify-Topic` |
-//! | any HMAC-SHA256 provider, configured | [`GenericHmac`] | a header, optional prefix, hex or base64 | body, or `{ts}{sep}{body}` | configurable | a header | a header |
+//! | [Twilio](https://www.twilio.com/docs/usage/webhooks/webhooks-security) | [`Twilio`] | `X-Twilio-Signature: <base64 HMAC-SHA1>` | URL + sorted form fields, or URL with `bodySHA256` | — | `I-Twilio-Idempotency-Token` | — |
+//! | [Square](https://developer.squareup.com/docs/webhooks/step3validate) | [`Square`] | `x-square-hmacsha256-signature: <base64>` | notification URL + body | — | body `"event_id"` | body `"type"` |
+//! | [Mandrill](https://mailchimp.com/developer/transactional/guides/track-respond-activity-webhooks/) | [`Mandrill`] | `X-Mandrill-Signature: <base64 HMAC-SHA1>` | URL + sorted POST fields | — | — | — |
+//! | [HubSpot](https://developers.hubspot.com/docs/guides/apps/authentication/validating-requests) v3 | [`HubSpot`] | `X-HubSpot-Signature-v3: <base64>` | `POST` + URL + body + timestamp (ms) | ±300 s | — | — |
+//! | [Discord](https://discord.com/developers/docs/interactions/overview) | [`Discord`] | `X-Signature-Ed25519: <hex>` | `{ts}{body}`, ed25519 | ±300 s | body `"id"` | body `"type"` |
+//! | [GitLab](https://docs.gitlab.com/user/project/integrations/webhooks/) | [`GitLab`] | `X-Gitlab-Token: <token>` | — (a shared token) | — | `Idempotency-Key` / `X-Gitlab-Event-UUID` | `X-Gitlab-Event` |
+//! | [Linear](https://linear.app/developers/webhooks) | [`Linear`] | `Linear-Signature: <hex>` | body | ±60 s (body `webhookTimestamp`) | `Linear-Delivery` | `Linear-Event` |
+//! | [Zoom](https://developers.zoom.us/docs/api/webhooks/) | [`Zoom`] | `x-zm-signature: v0=<hex>` | `v0:{ts}:{body}` | ±300 s | — | body `"event"` |
+//! | [Paddle Billing](https://developer.paddle.com/webhooks/signature-verification) | [`Paddle`] | `Paddle-Signature: ts=…;h1=<hex>` | `{ts}:{body}` | ±5 s | body `"event_id"` | body `"event_type"` |
+//! | [Intercom](https://developers.intercom.com/docs/webhooks/webhook-notifications) | [`Intercom`] | `X-Hub-Signature: sha1=<hex>` | body | — | body `"id"` | body `"topic"` |
+//! | [Typeform](https://www.typeform.com/developers/webhooks/secure-your-webhooks/) | [`Typeform`] | `Typeform-Signature: sha256=<base64>` | body | — | body `"event_id"` | body `"event_type"` |
+//! | any HMAC provider, configured | [`GenericHmac`] | a header or JSON field, optional prefix, hex or base64, SHA-1/256/512 | a template of body, timestamp, URL, headers, JSON fields | configurable | a header | a header |
 //! | per-tenant secrets from your store, around any of the above | [`TenantVerifier`] | the inner scheme's | | | | |
 //!
 //! Shared rules: signatures are computed over the exact raw body bytes with a
