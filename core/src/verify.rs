@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::HeaderMap;
+use sha2::{Digest as _, Sha256};
 
 use crate::PublicUrl;
 use crate::VerifyError;
@@ -41,6 +42,29 @@ impl fmt::Display for MatchedKey {
     }
 }
 
+/// What identifies a delivery for deduplication: whether its id can be
+/// trusted to stop replays.
+///
+/// | scheme | identity | a captured delivery replayed… |
+/// |---|---|---|
+/// | Standard Webhooks, Stripe | [`SignedId`](Self::SignedId) | …under its id: a duplicate; under another id: `401` |
+/// | GitHub, Shopify, [`GenericHmac`](crate::scheme::GenericHmac) | [`Content`](Self::Content) | …under any id: a duplicate (same body) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Identity {
+    /// [`Verified::id`], which the signature covers (Standard Webhooks'
+    /// `webhook-id`, Stripe's body `id`): a replay cannot change it without
+    /// breaking the signature.
+    #[default]
+    SignedId,
+    /// The body's SHA-256: the scheme's id travels in a header the signature
+    /// does not cover (GitHub's `X-GitHub-Delivery`, Shopify's
+    /// `X-Shopify-Webhook-Id`), so anyone who captured a delivery could resend
+    /// it under a fresh id. [`Verified::id`] still carries the provider's id,
+    /// for logs and handlers.
+    Content,
+}
+
 /// What a [`Verifier`] established about an authentic delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -56,10 +80,17 @@ pub struct Verified {
     pub event_type: Option<String>,
     /// Which secret or key matched.
     pub matched_key: MatchedKey,
+    /// Whose delivery this is, when one endpoint receives for several senders
+    /// (the tenant, set by `TenantVerifier`).
+    /// Part of the dedup key: one sender's ids never collide with another's.
+    pub scope: Option<Arc<str>>,
+    /// What the delivery is deduplicated on by default.
+    pub identity: Identity,
 }
 
 impl Verified {
-    /// A verification result with only the scheme and the matched key set.
+    /// A verification result with only the scheme and the matched key set
+    /// (no scope, [`Identity::SignedId`]).
     ///
     /// For custom [`Verifier`] implementations; add the rest with the `with_*` methods.
     #[must_use]
@@ -70,10 +101,13 @@ impl Verified {
             timestamp: None,
             event_type: None,
             matched_key,
+            scope: None,
+            identity: Identity::SignedId,
         }
     }
 
-    /// Sets the delivery id.
+    /// Sets the delivery id. It is deduplicated on as it is, so it must be
+    /// covered by the signature; otherwise also set [`Identity::Content`].
     #[must_use]
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
@@ -92,6 +126,71 @@ impl Verified {
     pub fn with_event_type(mut self, event_type: impl Into<String>) -> Self {
         self.event_type = Some(event_type.into());
         self
+    }
+
+    /// Sets whose delivery this is (a tenant, an account): see [`scope`](Self::scope).
+    #[must_use]
+    pub fn with_scope(mut self, scope: impl Into<Arc<str>>) -> Self {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// Sets what the delivery is deduplicated on.
+    #[must_use]
+    pub fn with_identity(mut self, identity: Identity) -> Self {
+        self.identity = identity;
+        self
+    }
+
+    /// What the receive pipeline deduplicates this delivery on when no
+    /// [`dedup_key`](crate::ReceiverBuilder::dedup_key) function is set: the
+    /// signed [`id`](Self::id) (`None` when the scheme carries none), or for
+    /// [`Identity::Content`] `sha256:<hex>` of `body`, the exact bytes verified.
+    ///
+    /// ```
+    /// use webhooks_core::{Identity, MatchedKey, Verified};
+    ///
+    /// let signed = Verified::new("acme", MatchedKey::Secret(0)).with_id("evt_1");
+    /// assert_eq!(signed.dedup_id(b"{}").as_deref(), Some("evt_1"));
+    /// let unsigned = signed.with_identity(Identity::Content);
+    /// assert_eq!(
+    ///     unsigned.dedup_id(b"{}").as_deref(),
+    ///     Some("sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
+    /// );
+    /// ```
+    #[must_use]
+    pub fn dedup_id(&self, body: &[u8]) -> Option<String> {
+        match self.identity {
+            Identity::SignedId => self.id.clone(),
+            Identity::Content => Some(format!(
+                "sha256:{}",
+                crate::scheme::encode_hex(&Sha256::digest(body))
+            )),
+        }
+    }
+
+    /// The dedup key of the delivery identified by `id` under `namespace`:
+    /// `{namespace}:{scheme}:{id}`, or with a [`scope`](Self::scope)
+    /// `{namespace}:{scheme}@{scope}:{id}`, where `%` and `:` in the scope
+    /// are percent-encoded so that no scope can spell another's keys.
+    ///
+    /// ```
+    /// use webhooks_core::{MatchedKey, Verified};
+    ///
+    /// let v = Verified::new("stripe", MatchedKey::Secret(0));
+    /// assert_eq!(v.dedup_key("webhooks", "evt_1"), "webhooks:stripe:evt_1");
+    /// let v = v.with_scope("acme:eu");
+    /// assert_eq!(v.dedup_key("webhooks", "evt_1"), "webhooks:stripe@acme%3Aeu:evt_1");
+    /// ```
+    #[must_use]
+    pub fn dedup_key(&self, namespace: &str, id: &str) -> String {
+        match &self.scope {
+            None => format!("{namespace}:{}:{id}", self.scheme),
+            Some(scope) => {
+                let scope = scope.replace('%', "%25").replace(':', "%3A");
+                format!("{namespace}:{}@{scope}:{id}", self.scheme)
+            }
+        }
     }
 }
 
@@ -120,6 +219,13 @@ impl Verified {
 /// assert_eq!(verified.id.as_deref(), Some("msg_p5jXN8AQM9LWM0D4loKWxJek"));
 /// ```
 pub trait Verifier: Send + Sync {
+    /// The scheme's name, as [`Verified::scheme`] reports it (`"stripe"`…):
+    /// the `scheme` label of the pipeline's metrics and tracing span, known
+    /// before a request verifies. Defaults to `"custom"`.
+    fn scheme(&self) -> &'static str {
+        "custom"
+    }
+
     /// Verifies one request.
     ///
     /// # Errors
@@ -153,6 +259,10 @@ pub trait Verifier: Send + Sync {
 }
 
 impl<V: Verifier + ?Sized> Verifier for Arc<V> {
+    fn scheme(&self) -> &'static str {
+        (**self).scheme()
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -173,6 +283,10 @@ impl<V: Verifier + ?Sized> Verifier for Arc<V> {
 }
 
 impl<V: Verifier + ?Sized> Verifier for Box<V> {
+    fn scheme(&self) -> &'static str {
+        (**self).scheme()
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -271,6 +385,11 @@ impl<'a> RequestHead<'a> {
 /// verifying needs I/O or the request path, as the per-tenant key lookup does.
 #[async_trait::async_trait]
 pub trait RequestVerifier: Send + Sync {
+    /// The scheme's name (see [`Verifier::scheme`]). Defaults to `"custom"`.
+    fn scheme(&self) -> &'static str {
+        "custom"
+    }
+
     /// Verifies one request.
     ///
     /// # Errors
@@ -286,6 +405,10 @@ pub trait RequestVerifier: Send + Sync {
 
 #[async_trait::async_trait]
 impl<V: Verifier + ?Sized> RequestVerifier for V {
+    fn scheme(&self) -> &'static str {
+        Verifier::scheme(self)
+    }
+
     async fn verify_request(
         &self,
         head: RequestHead<'_>,

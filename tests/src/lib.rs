@@ -10,3 +10,4 @@ pub mod client;
 pub mod keys;
 pub mod providers;
 pub mod scenarios;
+pub mod signals;

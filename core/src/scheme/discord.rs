@@ -40,7 +40,7 @@ use super::{
     DEFAULT_TOLERANCE, check_timestamp, decode_hex, encode_hex, header, parse_timestamp,
     signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "x-signature-ed25519";
 const TIMESTAMP: &str = "x-signature-timestamp";
@@ -130,6 +130,10 @@ fn content(timestamp: &str, body: &[u8]) -> Vec<u8> {
 }
 
 impl Verifier for Discord {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -154,6 +158,8 @@ impl Verifier for Discord {
             timestamp: Some(timestamp),
             event_type,
             matched_key: MatchedKey::PublicKey(index),
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }

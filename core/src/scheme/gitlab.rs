@@ -28,7 +28,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::provider::matching_token;
 use super::{header, optional_header, signed_headers};
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const TOKEN: &str = "x-gitlab-token";
 const EVENT: &str = "x-gitlab-event";
@@ -95,6 +95,10 @@ impl GitLab {
 }
 
 impl Verifier for GitLab {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -114,6 +118,8 @@ impl Verifier for GitLab {
             timestamp: None,
             event_type: optional_header(headers, &EVENT_NAME, EVENT)?.map(str::to_owned),
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
         })
     }
 }

@@ -79,7 +79,9 @@ use super::{
     DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, decimal, encode_base64,
     encode_hex, header, optional_header, parse_timestamp,
 };
-use crate::{ConfigError, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError};
+use crate::{
+    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
+};
 
 /// How the signature bytes are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -468,11 +470,19 @@ impl GenericHmac {
             timestamp,
             event_type: optional(&self.event_type)?,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            // The id header is not signed: deduplicate on the body (not on
+            // the signed timestamp, which a sender's retry may change).
+            identity: Identity::Content,
         })
     }
 }
 
 impl Verifier for GenericHmac {
+    fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
     /// Verifies without the request line: a `{url}` in the signed content is
     /// then the [`PublicUrl`] alone, right only for [`PublicUrl::exact`]
     /// (the receive pipeline calls [`verify_head`](Verifier::verify_head)).
@@ -628,7 +638,14 @@ impl GenericHmacBuilder {
         /// Only with a timestamp.
     );
 
-    /// The header carrying the delivery id ([`Verified::id`]), for deduplication.
+    /// The header carrying the delivery id ([`Verified::id`]).
+    ///
+    /// The signature does not cover it, so deliveries are deduplicated on
+    /// the body's SHA-256 ([`Identity::Content`]), with or without this
+    /// header: a captured delivery replayed under a fresh id (within the
+    /// tolerance, or forever without a signed timestamp) is a duplicate. To
+    /// deduplicate on this header instead, set
+    /// `Receiver::builder(v).dedup_key(|verified, _| verified.id.clone())`.
     pub fn id_header(mut self, header: impl Into<String>) -> Self {
         self.id_header = Some(header.into());
         self

@@ -36,7 +36,9 @@ use super::{
     DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, decode_base64_32,
     encode_base64, header, parse_timestamp, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError};
+use crate::{
+    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
+};
 
 const SIGNATURE: &str = "x-hubspot-signature-v3";
 const TIMESTAMP: &str = "x-hubspot-request-timestamp";
@@ -170,11 +172,17 @@ impl HubSpot {
             timestamp: Some(timestamp),
             event_type: None,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
         })
     }
 }
 
 impl Verifier for HubSpot {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     /// Verifies without the request line: the URL is then the
     /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`].
     fn verify(

@@ -30,7 +30,7 @@ use http::{HeaderMap, HeaderName};
 
 use super::provider::{HmacSha1, body_fields};
 use super::{SecretList, Secrets, encode_hex, header, prefixed_hex, signed_headers};
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "x-hub-signature";
 static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
@@ -80,6 +80,10 @@ impl Intercom {
 }
 
 impl Verifier for Intercom {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -103,6 +107,8 @@ impl Verifier for Intercom {
             timestamp: None,
             event_type,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }

@@ -33,7 +33,7 @@ use super::{
     SecretList, Secrets, check_timestamp, encode_hex, header, optional_header, parse_timestamp,
     prefixed_hex, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "linear-signature";
 const DELIVERY: &str = "linear-delivery";
@@ -95,6 +95,10 @@ impl Linear {
 }
 
 impl Verifier for Linear {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -121,6 +125,8 @@ impl Verifier for Linear {
             timestamp: Some(timestamp),
             event_type: optional_header(headers, &EVENT_NAME, EVENT)?.map(str::to_owned),
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
         })
     }
 }

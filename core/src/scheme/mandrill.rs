@@ -33,7 +33,9 @@ use http::{HeaderMap, HeaderName};
 
 use super::provider::{HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params};
 use super::{SecretList, Secrets, encode_base64, header, signed_headers};
-use crate::{ConfigError, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError};
+use crate::{
+    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
+};
 
 const SIGNATURE: &str = "x-mandrill-signature";
 static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
@@ -120,11 +122,17 @@ impl Mandrill {
             timestamp: None,
             event_type: None,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
         })
     }
 }
 
 impl Verifier for Mandrill {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     /// Verifies without the request line: the URL is then the
     /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`].
     fn verify(

@@ -19,7 +19,7 @@
 //! | [Intercom](https://developers.intercom.com/docs/webhooks/webhook-notifications) | [`Intercom`] | `X-Hub-Signature: sha1=<hex>` | body | — | body `"id"` | body `"topic"` |
 //! | [Typeform](https://www.typeform.com/developers/webhooks/secure-your-webhooks/) | [`Typeform`] | `Typeform-Signature: sha256=<base64>` | body | — | body `"event_id"` | body `"event_type"` |
 //! | any HMAC provider, configured | [`GenericHmac`] | a header or JSON field, optional prefix, hex or base64, SHA-1/256/512 | a template of body, timestamp, URL, headers, JSON fields | configurable | a header | a header |
-//! | per-tenant secrets from your store, around any of the above | [`TenantVerifier`] | the inner scheme's | | | | |
+//! | per-tenant secrets from your store, around any of the above (feature `tenant`) | `TenantVerifier` | the inner scheme's | | | | |
 //!
 //! Shared rules: signatures are computed over the exact raw body bytes with a
 //! pre-keyed HMAC state and compared as decoded bytes in constant time; a
@@ -109,6 +109,7 @@ pub mod slack;
 pub mod square;
 pub mod standard;
 pub mod stripe;
+#[cfg(feature = "tenant")]
 pub mod tenant;
 pub mod twilio;
 pub mod typeform;
@@ -130,6 +131,7 @@ pub use slack::{Slack, SlackBuilder};
 pub use square::{Square, SquareBuilder};
 pub use standard::{StandardWebhooks, StandardWebhooksBuilder};
 pub use stripe::{Stripe, StripeBuilder};
+#[cfg(feature = "tenant")]
 pub use tenant::{KeyLookup, LookupError, Secret, TenantVerifier, TenantVerifierBuilder};
 pub use twilio::{Twilio, TwilioBuilder};
 pub use typeform::{Typeform, TypeformBuilder};

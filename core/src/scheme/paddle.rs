@@ -33,7 +33,7 @@ use super::{
     HmacSha256, SecretList, Secrets, check_timestamp, decimal, decode_hex, encode_hex, header,
     parse_timestamp, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "paddle-signature";
 static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
@@ -101,6 +101,10 @@ impl Paddle {
 }
 
 impl Verifier for Paddle {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -147,6 +151,8 @@ impl Verifier for Paddle {
             timestamp: Some(timestamp),
             event_type,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }

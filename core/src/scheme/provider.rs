@@ -271,9 +271,15 @@ mod tests {
         );
         assert_eq!(body_fields(b"[1,2]", ["id"]), [None]);
         // Every key seen: the rest is not read.
-        assert_eq!(body_fields(br#"{"id":"a","type":"b",!!!"#, ["id", "type"]), [Some("a".into()), Some("b".into())]);
+        assert_eq!(
+            body_fields(br#"{"id":"a","type":"b",!!!"#, ["id", "type"]),
+            [Some("a".into()), Some("b".into())]
+        );
         // A key missing and the body broken: nothing.
-        assert_eq!(body_fields(br#"{"id":"a","x":!!!"#, ["id", "type"]), [None, None]);
+        assert_eq!(
+            body_fields(br#"{"id":"a","x":!!!"#, ["id", "type"]),
+            [None, None]
+        );
         assert_eq!(body_fields(b"not json", ["id"]), [None]);
     }
 

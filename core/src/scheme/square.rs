@@ -40,7 +40,9 @@ use super::provider::body_fields;
 use super::{
     HmacSha256, SecretList, Secrets, decode_base64_32, encode_base64, header, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError};
+use crate::{
+    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
+};
 
 const SIGNATURE: &str = "x-square-hmacsha256-signature";
 static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
@@ -111,11 +113,17 @@ impl Square {
             timestamp: None,
             event_type,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }
 
 impl Verifier for Square {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     /// Verifies without the request line: the URL is then the
     /// [`PublicUrl`] alone, right for [`PublicUrl::exact`] (the usual
     /// configuration for Square).

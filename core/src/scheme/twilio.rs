@@ -42,7 +42,9 @@ use super::provider::{HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params}
 use super::{
     SecretList, Secrets, ct_eq, encode_base64, encode_hex, header, optional_header, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError};
+use crate::{
+    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
+};
 
 const SIGNATURE: &str = "x-twilio-signature";
 const IDEMPOTENCY: &str = "i-twilio-idempotency-token";
@@ -202,11 +204,17 @@ impl Twilio {
             timestamp: None,
             event_type: None,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
         })
     }
 }
 
 impl Verifier for Twilio {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     /// Verifies without the request line: the URL is then the
     /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`]; the receive
     /// pipeline calls [`verify_head`](Verifier::verify_head).

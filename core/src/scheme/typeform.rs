@@ -28,7 +28,7 @@ use http::{HeaderMap, HeaderName};
 
 use super::provider::body_fields;
 use super::{SecretList, Secrets, decode_base64_32, encode_base64, header, signed_headers};
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "typeform-signature";
 static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
@@ -78,6 +78,10 @@ impl Typeform {
 }
 
 impl Verifier for Typeform {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -103,6 +107,8 @@ impl Verifier for Typeform {
             timestamp: None,
             event_type,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }

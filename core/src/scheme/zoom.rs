@@ -36,7 +36,7 @@ use super::{
     DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, encode_hex, header,
     parse_timestamp, prefixed_hex, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "x-zm-signature";
 const TIMESTAMP: &str = "x-zm-request-timestamp";
@@ -149,6 +149,10 @@ impl Zoom {
 }
 
 impl Verifier for Zoom {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -175,6 +179,8 @@ impl Verifier for Zoom {
             timestamp: Some(timestamp),
             event_type,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
         })
     }
 }
