@@ -115,6 +115,8 @@ struct Receivers {
     tenant: Receiver,
     /// One route per email sender ([`crate::providers_email`]).
     senders: Vec<(&'static str, Receiver)>,
+    /// One route per provider family (see [`providers`](crate::providers)).
+    providers: Vec<(&'static str, Receiver)>,
 }
 
 /// A running app: its address and its handler's counters.
@@ -168,9 +170,11 @@ impl Framework {
     /// Routes: `/hook` (mode from `x-test-mode`), `/typed` (typed JSON),
     /// both behind the Standard Webhooks layer; `/github`, `/shopify` and
     /// `/tenants/{tenant}/hook` (like `/hook`) behind a GitHub, a Shopify and
-    /// a per-tenant Standard Webhooks layer; `/unguarded` (typed JSON, no layer);
-    /// and one route per email sender (`/sendgrid`, `/mailgun`, `/sns`,
-    /// `/postmark`, see [`providers_email`](crate::providers_email)).
+    /// a per-tenant Standard Webhooks layer; `/unguarded` (typed JSON, no
+    /// layer); one route per email sender (`/sendgrid`, `/mailgun`, `/sns`,
+    /// `/postmark`, see [`providers_email`](crate::providers_email)) and one
+    /// per provider family (`/twilio`, `/paddle`, `/gitlab`, see
+    /// [`providers`](crate::providers)).
     ///
     /// # Errors
     ///
@@ -183,6 +187,7 @@ impl Framework {
             shopify: spec.shopify_receiver()?,
             tenant: spec.tenant_receiver()?,
             senders: crate::providers_email::receivers(spec)?,
+            providers: crate::providers::receivers(spec)?,
         };
         match self {
             Self::Axum => start_axum(receivers, behaviour).await,
@@ -240,6 +245,7 @@ async fn start_axum(receivers: Receivers, behaviour: Arc<Behaviour>) -> Result<R
         .merge(hook_behind("/shopify", receivers.shopify))
         .merge(hook_behind("/tenants/{tenant}/hook", receivers.tenant));
     let app = (receivers.senders.into_iter())
+        .chain(receivers.providers)
         .fold(app, |app, (path, r)| app.merge(hook_behind(path, r)))
         .route("/unguarded", post(axum_typed))
         .with_state(Arc::clone(&behaviour));
@@ -318,24 +324,27 @@ async fn start_actix(
                         .wrap(Webhooks::from_receiver(receiver.clone()))
                         .route(web::post().to(actix::hook))
                 };
-                let app = (receivers.senders.iter()).fold(App::new(), |app, (path, r)| {
-                    app.service(hook_behind(path, r))
-                });
-                app.app_data(web::Data::new(Arc::clone(&shared)))
+                let app = App::new()
+                    .app_data(web::Data::new(Arc::clone(&shared)))
                     .service(hook_behind("/github", &receivers.github))
                     .service(hook_behind("/shopify", &receivers.shopify))
-                    .service(hook_behind("/tenants/{tenant}/hook", &receivers.tenant))
-                    .service(
-                        web::resource("/hook")
-                            .wrap(webhooks.clone())
-                            .route(web::post().to(actix::hook)),
-                    )
-                    .service(
-                        web::resource("/typed")
-                            .wrap(webhooks)
-                            .route(web::post().to(actix::typed)),
-                    )
-                    .route("/unguarded", web::post().to(actix::typed))
+                    .service(hook_behind("/tenants/{tenant}/hook", &receivers.tenant));
+                let app = (receivers.senders.iter())
+                    .chain(receivers.providers.iter())
+                    .fold(app, |app, (path, receiver)| {
+                        app.service(hook_behind(path, receiver))
+                    });
+                app.service(
+                    web::resource("/hook")
+                        .wrap(webhooks.clone())
+                        .route(web::post().to(actix::hook)),
+                )
+                .service(
+                    web::resource("/typed")
+                        .wrap(webhooks)
+                        .route(web::post().to(actix::typed)),
+                )
+                .route("/unguarded", web::post().to(actix::typed))
             })
             .workers(2)
             .disable_signals()

@@ -8,6 +8,7 @@ pub mod backends;
 pub mod behaviour;
 pub mod client;
 pub mod keys;
+pub mod providers;
 pub mod providers_email;
 pub mod scenarios;
 pub mod signals;

@@ -14,6 +14,9 @@ use crate::backends::{Backend, Faulty};
 use crate::behaviour::MODE_HEADER;
 use crate::client::{self, Framing, Request, Response};
 use crate::keys;
+use crate::providers::{
+    timestamp_hmac_provider_paddle, token_provider_gitlab, url_signing_provider_twilio,
+};
 use crate::providers_email::{
     body_signature_provider_mailgun, certificate_provider_sns, credentials_provider_postmark,
     public_key_provider_sendgrid, svix_headers_provider_resend,
@@ -989,4 +992,7 @@ scenarios![
     certificate_provider_sns,
     credentials_provider_postmark,
     svix_headers_provider_resend,
+    url_signing_provider_twilio,
+    timestamp_hmac_provider_paddle,
+    token_provider_gitlab,
 ];

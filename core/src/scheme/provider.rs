@@ -142,52 +142,78 @@ pub(crate) fn json_text(
 /// integers as digits), read without building the rest; `None` for a field
 /// that is absent, empty or of another type, all `None` when the body is
 /// not a JSON object.
+///
+/// Reading stops as soon as every key has been seen, so fields near the
+/// start of a large body cost little. Only call it on an authenticated body:
+/// what follows the last key read is not checked.
 pub(crate) fn body_fields<const N: usize>(body: &[u8], keys: [&str; N]) -> [Option<String>; N] {
     use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
-    struct Fields<'k, const N: usize>(&'k [&'k str; N]);
+    /// Fills `out`; `done` records that every key was seen (the parse is then
+    /// cut short, which serde_json reports as an error).
+    struct Fields<'k, 'o, const N: usize> {
+        keys: &'k [&'k str; N],
+        out: &'o mut [Option<String>; N],
+        done: &'o mut bool,
+    }
 
-    impl<'de, const N: usize> Visitor<'de> for Fields<'_, N> {
-        type Value = [Option<String>; N];
+    impl<'de, const N: usize> Visitor<'de> for Fields<'_, '_, N> {
+        type Value = ();
 
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a JSON object")
         }
 
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out: [Option<String>; N] = std::array::from_fn(|_| None);
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = [false; N];
             while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                match self.0.iter().position(|k| *k == key) {
+                match self.keys.iter().position(|k| *k == key) {
                     Some(i) => {
-                        out[i] = match map.next_value::<serde_json::Value>()? {
+                        self.out[i] = match map.next_value::<serde_json::Value>()? {
                             serde_json::Value::String(s) if !s.is_empty() => Some(s),
                             serde_json::Value::Number(n) if n.is_u64() || n.is_i64() => {
                                 Some(n.to_string())
                             }
                             _ => None,
                         };
+                        seen[i] = true;
+                        if seen.iter().all(|s| *s) {
+                            *self.done = true;
+                            return Ok(());
+                        }
                     }
                     None => {
                         map.next_value::<IgnoredAny>()?;
                     }
                 }
             }
-            Ok(out)
+            *self.done = true;
+            Ok(())
         }
     }
 
-    impl<'de, const N: usize> DeserializeSeed<'de> for Fields<'_, N> {
-        type Value = [Option<String>; N];
+    impl<'de, const N: usize> DeserializeSeed<'de> for Fields<'_, '_, N> {
+        type Value = ();
 
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
             d.deserialize_map(self)
         }
     }
 
+    let mut out: [Option<String>; N] = std::array::from_fn(|_| None);
+    let mut done = false;
     let mut de = serde_json::Deserializer::from_slice(body);
-    match Fields(&keys).deserialize(&mut de) {
-        Ok(fields) => fields,
-        Err(_) => std::array::from_fn(|_| None),
+    let fields = Fields {
+        keys: &keys,
+        out: &mut out,
+        done: &mut done,
+    };
+    // Cut short on purpose once every key is seen: only `done` matters.
+    let _ = fields.deserialize(&mut de);
+    if done {
+        out
+    } else {
+        std::array::from_fn(|_| None)
     }
 }
 
@@ -244,6 +270,16 @@ mod tests {
             [Some("evt_1".into()), Some("2".into()), None, None]
         );
         assert_eq!(body_fields(b"[1,2]", ["id"]), [None]);
+        // Every key seen: the rest is not read.
+        assert_eq!(
+            body_fields(br#"{"id":"a","type":"b",!!!"#, ["id", "type"]),
+            [Some("a".into()), Some("b".into())]
+        );
+        // A key missing and the body broken: nothing.
+        assert_eq!(
+            body_fields(br#"{"id":"a","x":!!!"#, ["id", "type"]),
+            [None, None]
+        );
         assert_eq!(body_fields(b"not json", ["id"]), [None]);
     }
 
