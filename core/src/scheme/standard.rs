@@ -56,7 +56,7 @@ const SCHEME: &str = "standard-webhooks";
 /// // Two secrets during a rotation: the new one first, the old one until senders switch.
 /// let verifier = StandardWebhooks::builder()
 ///     .secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-///     .secret("whsec_dGhlIG9sZCBzZWNyZXQ=")
+///     .secret("whsec_dGhlIG9sZCBzZWNyZXQsIHN0aWxsIGFjY2VwdGVk")
 ///     .tolerance(Duration::from_secs(600))
 ///     .build()?;
 ///
@@ -76,13 +76,42 @@ pub struct StandardWebhooks {
 debug_fields!(StandardWebhooks: secrets, public_keys.len(), tolerance);
 
 impl StandardWebhooks {
-    /// A verifier with one secret (`whsec_…`, or bare base64) and the default tolerance.
+    /// A verifier with one secret (`whsec_<base64>`, padded or not, at least
+    /// 24 bytes decoded) and the default tolerance.
+    ///
+    /// ```
+    /// use webhooks_core::{ConfigError, scheme::StandardWebhooks};
+    ///
+    /// assert!(StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_ok());
+    /// // Not a Standard Webhooks secret: refused when the verifier is built.
+    /// assert!(matches!(StandardWebhooks::new("notwhsec"), Err(ConfigError::Invalid { .. })));
+    /// ```
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when the secret is empty or not base64.
+    /// [`ConfigError`] when the secret is empty, lacks the `whsec_` prefix, is
+    /// not base64 or decodes to fewer than 24 bytes (the spec's minimum). For
+    /// a secret in another form use [`from_raw_secret`](Self::from_raw_secret).
     pub fn new(secret: impl AsRef<str>) -> Result<Self, ConfigError> {
         Self::builder().secret(secret).build()
+    }
+
+    /// A verifier with one secret given as its raw bytes (not base64, no
+    /// prefix, no minimum length), for senders that do not follow the spec's
+    /// secret format, and the default tolerance.
+    ///
+    /// ```
+    /// use webhooks_core::scheme::StandardWebhooks;
+    ///
+    /// let verifier = StandardWebhooks::from_raw_secret(b"a shared secret from elsewhere")?;
+    /// # Ok::<(), webhooks_core::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Empty`] when the secret is empty.
+    pub fn from_raw_secret(secret: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
+        Self::builder().raw_secret(secret).build()
     }
 
     /// A builder for several secrets, public keys and a custom tolerance.
@@ -285,15 +314,19 @@ impl StandardWebhooksBuilder {
         self
     }
 
-    /// Adds a secret: `whsec_<base64>`, or bare base64, as senders show it.
+    /// Adds a secret: `whsec_<base64>` as senders show it, with or without the
+    /// base64 padding, at least 24 bytes decoded. Anything else makes
+    /// [`build`](Self::build) fail; use [`raw_secret`](Self::raw_secret) for
+    /// secrets in another form.
     pub fn secret(self, secret: impl AsRef<str>) -> Self {
-        match decode_prefixed(secret.as_ref(), "whsec_", "secret") {
+        match decode_secret(secret.as_ref()) {
             Ok(bytes) => self.raw_secret(bytes),
             Err(e) => self.fail(e),
         }
     }
 
-    /// Adds a secret given as raw bytes (not base64).
+    /// Adds a secret given as raw bytes (not base64, no prefix, no minimum
+    /// length beyond not empty).
     pub fn raw_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
         self.secrets.push(secret.as_ref());
         self
@@ -344,13 +377,51 @@ impl StandardWebhooksBuilder {
     }
 }
 
-/// Strips an optional `prefix` and decodes standard base64; empty is refused.
+/// The shortest secret the spec allows, in bytes decoded.
+const MIN_SECRET_LEN: usize = 24;
+
+/// Standard base64 with the padding optional: dashboards and copy-paste lose
+/// the trailing `=`, and the reference Python library accepts secrets without
+/// it (standard-webhooks/standard-webhooks,
+/// `libraries/python/standardwebhooks/webhooks.py`, "add padding in case
+/// whsecret is unpadded base64").
+const B64_CONFIG: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
+
+/// A `whsec_<base64>` secret: the prefix is required, the padding optional,
+/// and at least [`MIN_SECRET_LEN`] bytes.
+fn decode_secret(value: &str) -> Result<Vec<u8>, ConfigError> {
+    let value = value.trim();
+    if value.is_empty() || value == "whsec_" {
+        return Err(ConfigError::Empty("secret"));
+    }
+    let Some(encoded) = value.strip_prefix("whsec_") else {
+        return Err(ConfigError::Invalid {
+            what: "secret",
+            reason: "expected whsec_ followed by base64 (raw_secret takes other forms)",
+        });
+    };
+    let bytes = decode_prefixed(encoded, "", "secret")?;
+    if bytes.len() < MIN_SECRET_LEN {
+        return Err(ConfigError::Invalid {
+            what: "secret",
+            reason: "shorter than 24 bytes, the Standard Webhooks minimum",
+        });
+    }
+    Ok(bytes)
+}
+
+/// Strips an optional `prefix` and decodes standard base64 (padding
+/// optional); empty is refused.
 fn decode_prefixed(value: &str, prefix: &str, what: &'static str) -> Result<Vec<u8>, ConfigError> {
     let encoded = value.strip_prefix(prefix).unwrap_or(value).trim();
     if encoded.is_empty() {
         return Err(ConfigError::Empty(what));
     }
-    let bytes = B64.decode(encoded).map_err(|_| ConfigError::Invalid {
+    let bytes = B64_CONFIG.decode(encoded).map_err(|_| ConfigError::Invalid {
         what,
         reason: "not base64",
     })?;
@@ -394,13 +465,15 @@ impl fmt::Debug for Signer {
 }
 
 impl Signer {
-    /// An HMAC (`v1`) signer from a `whsec_…` secret.
+    /// An HMAC (`v1`) signer from a `whsec_…` secret, read as
+    /// [`StandardWebhooksBuilder::secret`] reads it.
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when the secret is empty or not base64.
+    /// [`ConfigError`] when the secret is empty, lacks the `whsec_` prefix, is
+    /// not base64 or is shorter than 24 bytes.
     pub fn hmac(secret: impl AsRef<str>) -> Result<Self, ConfigError> {
-        let bytes = decode_prefixed(secret.as_ref(), "whsec_", "secret")?;
+        let bytes = decode_secret(secret.as_ref())?;
         Ok(Self(SignerKey::Hmac(HmacKey::new(&bytes, "secret")?)))
     }
 
