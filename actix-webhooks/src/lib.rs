@@ -45,6 +45,7 @@
 mod error;
 mod extract;
 mod middleware;
+pub mod testing;
 
 pub use error::{ExtractRejection, WebhookRejection};
 pub use extract::{RawWebhook, VerifiedWebhook, WebhookMeta};

@@ -30,6 +30,7 @@ pub mod ordering;
 pub mod receiver;
 mod rejection;
 pub mod scheme;
+pub mod testing;
 mod verify;
 
 pub use delivery::Delivery;

@@ -36,6 +36,7 @@
 
 mod extract;
 mod layer;
+pub mod testing;
 
 pub use extract::{ExtractRejection, RawWebhook, VerifiedWebhook, WebhookMeta};
 pub use layer::{ResponseFuture, Webhook, WebhookLayer};
