@@ -285,14 +285,22 @@ mod tests {
         let github = GitHub::new("gh-secret").unwrap();
         let d = TestDelivery::new("{}").event_type("issues");
         let verified = github
-            .verify(&d.signed_headers(&github).unwrap(), d.body(), SystemTime::now())
+            .verify(
+                &d.signed_headers(&github).unwrap(),
+                d.body(),
+                SystemTime::now(),
+            )
             .unwrap();
         assert_eq!(verified.event_type.as_deref(), Some("issues"));
         assert_eq!(verified.id.as_deref(), Some(d.delivery_id()));
         let shopify = Shopify::new("shp-secret").unwrap();
         let d = TestDelivery::new("{}");
         let verified = shopify
-            .verify(&d.signed_headers(&shopify).unwrap(), d.body(), SystemTime::now())
+            .verify(
+                &d.signed_headers(&shopify).unwrap(),
+                d.body(),
+                SystemTime::now(),
+            )
             .unwrap();
         assert_eq!(verified.event_type.as_deref(), Some("app/uninstalled"));
     }

@@ -201,11 +201,10 @@ fn published_secret_works_padded_unpadded_and_raw() {
     let unpadded = padded.trim_end_matches('=');
     let by_padded = StandardWebhooks::new(&padded).unwrap();
     let by_unpadded = StandardWebhooks::new(unpadded).unwrap();
-    let sig = Signer::hmac(unpadded).unwrap().sign(
-        published::ID,
-        published::TIMESTAMP,
-        published::BODY,
-    );
+    let sig =
+        Signer::hmac(unpadded)
+            .unwrap()
+            .sign(published::ID, published::TIMESTAMP, published::BODY);
     assert_eq!(
         sig,
         Signer::hmac(&padded)
@@ -621,11 +620,9 @@ fn rotation_reports_which_secret_matched() {
     assert_eq!(verified.matched_key, MatchedKey::Secret(1));
 
     // A secret that is not configured is refused.
-    let stranger = Signer::hmac("whsec_YSBzZWNyZXQgbm9ib2R5IGNvbmZpZ3VyZWQ=").unwrap().sign(
-        published::ID,
-        published::TIMESTAMP,
-        published::BODY,
-    );
+    let stranger = Signer::hmac("whsec_YSBzZWNyZXQgbm9ib2R5IGNvbmZpZ3VyZWQ=")
+        .unwrap()
+        .sign(published::ID, published::TIMESTAMP, published::BODY);
     assert_eq!(
         v.verify(
             &published_headers(&stranger),

@@ -421,10 +421,12 @@ fn decode_prefixed(value: &str, prefix: &str, what: &'static str) -> Result<Vec<
     if encoded.is_empty() {
         return Err(ConfigError::Empty(what));
     }
-    let bytes = B64_CONFIG.decode(encoded).map_err(|_| ConfigError::Invalid {
-        what,
-        reason: "not base64",
-    })?;
+    let bytes = B64_CONFIG
+        .decode(encoded)
+        .map_err(|_| ConfigError::Invalid {
+            what,
+            reason: "not base64",
+        })?;
     if bytes.is_empty() {
         return Err(ConfigError::Empty(what));
     }
