@@ -48,8 +48,9 @@ mod middleware;
 pub mod testing;
 
 pub use error::{ExtractRejection, WebhookRejection};
-pub use extract::{RawWebhook, VerifiedWebhook, WebhookMeta};
+pub use extract::{RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
 pub use middleware::{Webhooks, WebhooksMiddleware};
+pub use webhooks_core::event::Event;
 pub use webhooks_core::{self as core, Delivery, Receiver, Rejection, Verified};
 
 #[cfg(test)]

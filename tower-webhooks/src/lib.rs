@@ -38,6 +38,7 @@ mod extract;
 mod layer;
 pub mod testing;
 
-pub use extract::{ExtractRejection, RawWebhook, VerifiedWebhook, WebhookMeta};
+pub use extract::{ExtractRejection, RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
 pub use layer::{ResponseFuture, Webhook, WebhookLayer};
+pub use webhooks_core::event::Event;
 pub use webhooks_core::{self as core, Delivery, Receiver, Rejection, Verified};
