@@ -9,3 +9,9 @@ pub mod behaviour;
 pub mod client;
 pub mod keys;
 pub mod scenarios;
+
+/// The README's Rust snippets, each compiled and run as a doc test
+/// (`cargo test -p webhooks-conformance --doc`), so they cannot drift.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct Readme;
