@@ -47,6 +47,8 @@
 //! The handler still sees the exact body: `web::Bytes`, `String` and
 //! `web::Json` extractors work behind the middleware.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod error;
 mod extract;
 mod middleware;

@@ -23,6 +23,8 @@
 //! [`tower-webhooks`]: https://docs.rs/tower-webhooks
 //! [`actix-webhooks`]: https://docs.rs/actix-webhooks
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod dedup;
 mod delivery;
 mod error;

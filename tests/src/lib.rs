@@ -15,3 +15,16 @@ pub mod scenarios;
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct Readme;
+
+/// The crates' own READMEs (shown on crates.io), compiled and run the same way.
+#[doc = include_str!("../../core/README.md")]
+#[cfg(doctest)]
+pub struct CoreReadme;
+
+#[doc = include_str!("../../tower-webhooks/README.md")]
+#[cfg(doctest)]
+pub struct TowerReadme;
+
+#[doc = include_str!("../../actix-webhooks/README.md")]
+#[cfg(doctest)]
+pub struct ActixReadme;

@@ -42,6 +42,8 @@
 //! pipeline with [`Receiver::builder`](webhooks_core::Receiver::builder) and
 //! pass it to [`WebhookLayer::from_receiver`].
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod extract;
 mod layer;
 pub mod testing;

@@ -31,9 +31,10 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use hmac::{Hmac, Mac as _};
+#[cfg(feature = "sha1")]
+use hmac::Hmac;
+use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
-use sha1::Sha1;
 
 use super::{
     SecretList, Secrets, encode_hex, header, optional_header, prefixed_hex, signed_headers,
@@ -41,17 +42,20 @@ use super::{
 use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE_256: &str = "x-hub-signature-256";
+#[cfg(feature = "sha1")]
 const SIGNATURE_SHA1: &str = "x-hub-signature";
 const DELIVERY: &str = "x-github-delivery";
 const EVENT: &str = "x-github-event";
 /// The same names, parsed once (see [`header`]).
 static SIGNATURE_256_NAME: HeaderName = HeaderName::from_static(SIGNATURE_256);
+#[cfg(feature = "sha1")]
 static SIGNATURE_SHA1_NAME: HeaderName = HeaderName::from_static(SIGNATURE_SHA1);
 static DELIVERY_NAME: HeaderName = HeaderName::from_static(DELIVERY);
 static EVENT_NAME: HeaderName = HeaderName::from_static(EVENT);
 const SCHEME: &str = "github";
 
-type HmacSha1 = Hmac<Sha1>;
+#[cfg(feature = "sha1")]
+type HmacSha1 = Hmac<sha1::Sha1>;
 
 /// Verifies [GitHub](https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries)
 /// deliveries.
@@ -67,6 +71,7 @@ type HmacSha1 = Hmac<Sha1>;
 pub struct GitHub {
     secrets: Secrets,
     /// The same secrets keyed for SHA-1, when it is allowed.
+    #[cfg(feature = "sha1")]
     sha1: Option<Secrets<HmacSha1>>,
 }
 
@@ -74,7 +79,7 @@ impl fmt::Debug for GitHub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GitHub")
             .field("secrets", &self.secrets)
-            .field("allow_sha1", &self.sha1.is_some())
+            .field("allow_sha1", &self.allows_sha1())
             .finish()
     }
 }
@@ -101,8 +106,18 @@ impl GitHub {
         format!("sha256={}", encode_hex(&mac))
     }
 
+    /// Whether the legacy SHA-1 signature is accepted.
+    fn allows_sha1(&self) -> bool {
+        #[cfg(feature = "sha1")]
+        return self.sha1.is_some();
+        #[cfg(not(feature = "sha1"))]
+        false
+    }
+
     /// The `X-Hub-Signature` (SHA-1) value GitHub would send, signed with the
     /// first secret, or `None` when SHA-1 is not allowed.
+    #[cfg(feature = "sha1")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sha1")))]
     #[must_use]
     pub fn sign_sha1(&self, body: &[u8]) -> Option<String> {
         let mac = self.sha1.as_ref()?.sign(|mac| mac.update(body));
@@ -128,6 +143,35 @@ impl GitHub {
     }
 }
 
+impl GitHub {
+    /// The SHA-1 check, when it is allowed and only SHA-1 was sent.
+    #[cfg(feature = "sha1")]
+    fn sha1_fallback(&self, headers: &HeaderMap, body: &[u8]) -> Option<Result<usize, VerifyError>> {
+        let sha1 = self.sha1.as_ref()?;
+        if headers.contains_key(&SIGNATURE_256_NAME) || !headers.contains_key(&SIGNATURE_SHA1_NAME) {
+            return None;
+        }
+        Some((|| {
+            let signature = prefixed_hex::<20>(
+                header(headers, &SIGNATURE_SHA1_NAME, SIGNATURE_SHA1)?,
+                "sha1=",
+                SIGNATURE_SHA1,
+                "expected sha1=<hex>",
+                "not 40 hex digits",
+            )?;
+            sha1.first_match(&signature, |mac| mac.update(body))
+                .ok_or(VerifyError::NoMatchingSignature)
+        })())
+    }
+
+    /// Without the `sha1` feature there is no SHA-1 fallback.
+    #[cfg(not(feature = "sha1"))]
+    #[allow(clippy::unused_self)]
+    fn sha1_fallback(&self, _: &HeaderMap, _: &[u8]) -> Option<Result<usize, VerifyError>> {
+        None
+    }
+}
+
 impl Verifier for GitHub {
     fn verify(
         &self,
@@ -135,19 +179,9 @@ impl Verifier for GitHub {
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let index = match (headers.contains_key(&SIGNATURE_256_NAME), &self.sha1) {
-            (false, Some(sha1)) if headers.contains_key(&SIGNATURE_SHA1_NAME) => {
-                let signature = prefixed_hex::<20>(
-                    header(headers, &SIGNATURE_SHA1_NAME, SIGNATURE_SHA1)?,
-                    "sha1=",
-                    SIGNATURE_SHA1,
-                    "expected sha1=<hex>",
-                    "not 40 hex digits",
-                )?;
-                sha1.first_match(&signature, |mac| mac.update(body))
-                    .ok_or(VerifyError::NoMatchingSignature)?
-            }
-            _ => {
+        let index = match self.sha1_fallback(headers, body) {
+            Some(index) => index?,
+            None => {
                 let signature = prefixed_hex::<32>(
                     header(headers, &SIGNATURE_256_NAME, SIGNATURE_256)?,
                     "sha256=",
@@ -178,6 +212,7 @@ impl Verifier for GitHub {
 pub struct GitHubBuilder {
     secrets: SecretList,
     /// The same secrets keyed for SHA-1, kept only when it is allowed.
+    #[cfg(feature = "sha1")]
     sha1: SecretList<HmacSha1>,
     allow_sha1: bool,
 }
@@ -188,6 +223,7 @@ impl GitHubBuilder {
     /// Adds a webhook secret, used as the bytes given.
     pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
         self.secrets.push(secret.as_ref());
+        #[cfg(feature = "sha1")]
         self.sha1.push(secret.as_ref());
         self
     }
@@ -198,6 +234,8 @@ impl GitHubBuilder {
     /// `X-Hub-Signature-256` header is absent (GitHub Enterprise Server before
     /// 3.0 sends only SHA-1). Off by default: HMAC-SHA1 is weaker, and a
     /// receiver that accepts it lets an attacker pick the weaker check.
+    #[cfg(feature = "sha1")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sha1")))]
     pub fn allow_sha1(mut self) -> Self {
         self.allow_sha1 = true;
         self
@@ -212,7 +250,12 @@ impl GitHubBuilder {
     pub fn build(self) -> Result<GitHub, ConfigError> {
         let secrets = self.secrets.finish()?;
         // The SHA-1 keys come from the same secrets: the same errors, met first above.
+        #[cfg(feature = "sha1")]
         let sha1 = self.allow_sha1.then(|| self.sha1.finish()).transpose()?;
-        Ok(GitHub { secrets, sha1 })
+        Ok(GitHub {
+            secrets,
+            #[cfg(feature = "sha1")]
+            sha1,
+        })
     }
 }

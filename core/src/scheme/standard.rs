@@ -6,7 +6,11 @@ use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+#[cfg(feature = "ed25519")]
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+/// Without the `ed25519` feature no public key can be configured.
+#[cfg(not(feature = "ed25519"))]
+type VerifyingKey = std::convert::Infallible;
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
@@ -199,6 +203,7 @@ fn sign_v1(key: &HmacKey, id: &str, timestamp: u64, body: &[u8]) -> String {
 }
 
 /// `{id}.{timestamp}.{body}` in one piece, as ed25519 needs it.
+#[cfg(feature = "ed25519")]
 fn signed_content(id: &str, timestamp: &[u8], body: &[u8]) -> Vec<u8> {
     let mut content = Vec::with_capacity(id.len() + timestamp.len() + body.len() + 2);
     content.extend_from_slice(id.as_bytes());
@@ -229,7 +234,10 @@ impl Verifier for StandardWebhooks {
 
         let mut v1: [[u8; 32]; MAX_ENTRIES] = [[0; 32]; MAX_ENTRIES];
         let mut n_v1 = 0;
+        #[cfg(feature = "ed25519")]
         let mut v1a: Vec<Signature> = Vec::new();
+        #[cfg(not(feature = "ed25519"))]
+        let v1a: [(); 0] = [];
         let mut entries = 0;
         for entry in signatures.split(' ').filter(|e| !e.is_empty()) {
             if entries == MAX_ENTRIES {
@@ -248,6 +256,7 @@ impl Verifier for StandardWebhooks {
                         n_v1 += 1;
                     }
                 }
+                #[cfg(feature = "ed25519")]
                 "v1a" if !self.public_keys.is_empty() => {
                     let mut out = [0u8; 65];
                     if let Ok(64) = B64.decode_slice(sig, &mut out) {
@@ -279,6 +288,7 @@ impl Verifier for StandardWebhooks {
         {
             return Ok(verified(MatchedKey::Secret(index)));
         }
+        #[cfg(feature = "ed25519")]
         if !v1a.is_empty() {
             let content = signed_content(id, ts_text, body);
             for (index, key) in self.public_keys.iter().enumerate() {
@@ -333,6 +343,8 @@ impl StandardWebhooksBuilder {
     }
 
     /// Trusts an ed25519 public key for `v1a` signatures: `whpk_<base64>` (32 bytes).
+    #[cfg(feature = "ed25519")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ed25519")))]
     pub fn public_key(mut self, key: impl AsRef<str>) -> Self {
         let bytes = match decode_prefixed(key.as_ref(), "whpk_", "public key") {
             Ok(bytes) => bytes,
@@ -453,6 +465,7 @@ pub struct Signer(SignerKey);
 #[derive(Clone)]
 enum SignerKey {
     Hmac(HmacKey),
+    #[cfg(feature = "ed25519")]
     Ed25519(Box<SigningKey>),
 }
 
@@ -460,6 +473,7 @@ impl fmt::Debug for Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.0 {
             SignerKey::Hmac(_) => "v1",
+            #[cfg(feature = "ed25519")]
             SignerKey::Ed25519(_) => "v1a",
         };
         write!(f, "Signer({kind}, [redacted])")
@@ -485,6 +499,8 @@ impl Signer {
     /// # Errors
     ///
     /// [`ConfigError`] when the key is empty, not base64 or of the wrong length.
+    #[cfg(feature = "ed25519")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ed25519")))]
     pub fn ed25519(secret_key: impl AsRef<str>) -> Result<Self, ConfigError> {
         let bytes = decode_prefixed(secret_key.as_ref(), "whsk_", "secret key")?;
         let seed: [u8; 32] = match bytes.len() {
@@ -511,6 +527,7 @@ impl Signer {
     pub fn public_key(&self) -> Option<String> {
         match &self.0 {
             SignerKey::Hmac(_) => None,
+            #[cfg(feature = "ed25519")]
             SignerKey::Ed25519(key) => Some(format!(
                 "whpk_{}",
                 B64.encode(key.verifying_key().as_bytes())
@@ -523,6 +540,7 @@ impl Signer {
     pub fn sign(&self, id: &str, timestamp: u64, body: &[u8]) -> String {
         match &self.0 {
             SignerKey::Hmac(key) => sign_v1(key, id, timestamp, body),
+            #[cfg(feature = "ed25519")]
             SignerKey::Ed25519(key) => {
                 let mut buf = [0u8; 20];
                 let content = signed_content(id, decimal(timestamp, &mut buf), body);
