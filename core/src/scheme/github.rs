@@ -146,9 +146,14 @@ impl GitHub {
 impl GitHub {
     /// The SHA-1 check, when it is allowed and only SHA-1 was sent.
     #[cfg(feature = "sha1")]
-    fn sha1_fallback(&self, headers: &HeaderMap, body: &[u8]) -> Option<Result<usize, VerifyError>> {
+    fn sha1_fallback(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Option<Result<usize, VerifyError>> {
         let sha1 = self.sha1.as_ref()?;
-        if headers.contains_key(&SIGNATURE_256_NAME) || !headers.contains_key(&SIGNATURE_SHA1_NAME) {
+        if headers.contains_key(&SIGNATURE_256_NAME) || !headers.contains_key(&SIGNATURE_SHA1_NAME)
+        {
             return None;
         }
         Some((|| {
