@@ -9,6 +9,7 @@ pub mod behaviour;
 pub mod client;
 pub mod keys;
 pub mod scenarios;
+pub mod signals;
 
 /// The README's Rust snippets, each compiled and run as a doc test
 /// (`cargo test -p webhooks-conformance --doc`), so they cannot drift.

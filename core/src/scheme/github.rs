@@ -1,9 +1,17 @@
 //! [GitHub](https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries)
 //! webhook signatures: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`.
 //!
-//! GitHub signs no timestamp, so there is no replay window: deduplicate on
-//! `X-GitHub-Delivery`, which [`Verified::id`] carries (the receive pipeline
-//! does this by default).
+//! GitHub signs no timestamp and not `X-GitHub-Delivery`: a captured delivery
+//! verifies forever, under any delivery id. So the receive pipeline
+//! deduplicates GitHub deliveries on the body's SHA-256
+//! ([`Identity::Content`]); a replay is a duplicate for as long as the store
+//! remembers the delivery (the retention, 7 days by default), whatever id it
+//! carries. [`Verified::id`] still carries `X-GitHub-Delivery`, which GitHub
+//! always sends: a request without it is refused (`400`).
+//!
+//! To deduplicate on `X-GitHub-Delivery` instead (a replay under a fresh id
+//! then runs again), set
+//! `Receiver::builder(github).dedup_key(|verified, _| verified.id.clone())`.
 //!
 //! ```
 //! use std::time::SystemTime;
@@ -31,31 +39,27 @@
 use std::fmt;
 use std::time::SystemTime;
 
-#[cfg(feature = "sha1")]
-use hmac::Hmac;
-use hmac::Mac as _;
+use hmac::{Hmac, Mac as _};
 use http::{HeaderMap, HeaderName};
+use sha1::Sha1;
 
 use super::{
     SecretList, Secrets, encode_hex, header, optional_header, prefixed_hex, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE_256: &str = "x-hub-signature-256";
-#[cfg(feature = "sha1")]
 const SIGNATURE_SHA1: &str = "x-hub-signature";
 const DELIVERY: &str = "x-github-delivery";
 const EVENT: &str = "x-github-event";
 /// The same names, parsed once (see [`header`]).
 static SIGNATURE_256_NAME: HeaderName = HeaderName::from_static(SIGNATURE_256);
-#[cfg(feature = "sha1")]
 static SIGNATURE_SHA1_NAME: HeaderName = HeaderName::from_static(SIGNATURE_SHA1);
 static DELIVERY_NAME: HeaderName = HeaderName::from_static(DELIVERY);
 static EVENT_NAME: HeaderName = HeaderName::from_static(EVENT);
 const SCHEME: &str = "github";
 
-#[cfg(feature = "sha1")]
-type HmacSha1 = Hmac<sha1::Sha1>;
+type HmacSha1 = Hmac<Sha1>;
 
 /// Verifies [GitHub](https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries)
 /// deliveries.
@@ -65,13 +69,14 @@ type HmacSha1 = Hmac<sha1::Sha1>;
 ///   `400 missing header x-hub-signature-256`) unless
 ///   [`allow_sha1`](GitHubBuilder::allow_sha1) is set, and even then it is used
 ///   only when the SHA-256 header is absent;
-/// * [`Verified::id`] is `X-GitHub-Delivery`, [`Verified::event_type`] is
-///   `X-GitHub-Event`; no timestamp is signed.
+/// * [`Verified::id`] is `X-GitHub-Delivery` (required: `400` without it),
+///   [`Verified::event_type`] is `X-GitHub-Event`; neither is signed, nor is
+///   a timestamp, so deliveries are deduplicated on the body
+///   ([`Identity::Content`]).
 #[derive(Clone)]
 pub struct GitHub {
     secrets: Secrets,
     /// The same secrets keyed for SHA-1, when it is allowed.
-    #[cfg(feature = "sha1")]
     sha1: Option<Secrets<HmacSha1>>,
 }
 
@@ -79,7 +84,7 @@ impl fmt::Debug for GitHub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GitHub")
             .field("secrets", &self.secrets)
-            .field("allow_sha1", &self.allows_sha1())
+            .field("allow_sha1", &self.sha1.is_some())
             .finish()
     }
 }
@@ -106,18 +111,8 @@ impl GitHub {
         format!("sha256={}", encode_hex(&mac))
     }
 
-    /// Whether the legacy SHA-1 signature is accepted.
-    fn allows_sha1(&self) -> bool {
-        #[cfg(feature = "sha1")]
-        return self.sha1.is_some();
-        #[cfg(not(feature = "sha1"))]
-        false
-    }
-
     /// The `X-Hub-Signature` (SHA-1) value GitHub would send, signed with the
     /// first secret, or `None` when SHA-1 is not allowed.
-    #[cfg(feature = "sha1")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "sha1")))]
     #[must_use]
     pub fn sign_sha1(&self, body: &[u8]) -> Option<String> {
         let mac = self.sha1.as_ref()?.sign(|mac| mac.update(body));
@@ -143,50 +138,38 @@ impl GitHub {
     }
 }
 
-impl GitHub {
-    /// The SHA-1 check, when it is allowed and only SHA-1 was sent.
-    #[cfg(feature = "sha1")]
-    fn sha1_fallback(
-        &self,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> Option<Result<usize, VerifyError>> {
-        let sha1 = self.sha1.as_ref()?;
-        if headers.contains_key(&SIGNATURE_256_NAME) || !headers.contains_key(&SIGNATURE_SHA1_NAME)
-        {
-            return None;
-        }
-        Some((|| {
-            let signature = prefixed_hex::<20>(
-                header(headers, &SIGNATURE_SHA1_NAME, SIGNATURE_SHA1)?,
-                "sha1=",
-                SIGNATURE_SHA1,
-                "expected sha1=<hex>",
-                "not 40 hex digits",
-            )?;
-            sha1.first_match(&signature, |mac| mac.update(body))
-                .ok_or(VerifyError::NoMatchingSignature)
-        })())
-    }
-
-    /// Without the `sha1` feature there is no SHA-1 fallback.
-    #[cfg(not(feature = "sha1"))]
-    #[allow(clippy::unused_self)]
-    fn sha1_fallback(&self, _: &HeaderMap, _: &[u8]) -> Option<Result<usize, VerifyError>> {
-        None
-    }
-}
-
 impl Verifier for GitHub {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let index = match self.sha1_fallback(headers, body) {
-            Some(index) => index?,
-            None => {
+        if !headers.contains_key(&SIGNATURE_256_NAME)
+            && !(self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME))
+        {
+            return Err(VerifyError::MissingHeader(SIGNATURE_256));
+        }
+        // GitHub always sends one: a request without it is not GitHub's.
+        let delivery = optional_header(headers, &DELIVERY_NAME, DELIVERY)?
+            .ok_or(VerifyError::MissingHeader(DELIVERY))?;
+        let index = match (headers.contains_key(&SIGNATURE_256_NAME), &self.sha1) {
+            (false, Some(sha1)) if headers.contains_key(&SIGNATURE_SHA1_NAME) => {
+                let signature = prefixed_hex::<20>(
+                    header(headers, &SIGNATURE_SHA1_NAME, SIGNATURE_SHA1)?,
+                    "sha1=",
+                    SIGNATURE_SHA1,
+                    "expected sha1=<hex>",
+                    "not 40 hex digits",
+                )?;
+                sha1.first_match(&signature, |mac| mac.update(body))
+                    .ok_or(VerifyError::NoMatchingSignature)?
+            }
+            _ => {
                 let signature = prefixed_hex::<32>(
                     header(headers, &SIGNATURE_256_NAME, SIGNATURE_256)?,
                     "sha256=",
@@ -201,10 +184,12 @@ impl Verifier for GitHub {
         };
         Ok(Verified {
             scheme: SCHEME,
-            id: optional_header(headers, &DELIVERY_NAME, DELIVERY)?.map(str::to_owned),
+            id: Some(delivery.to_owned()),
             timestamp: None,
             event_type: optional_header(headers, &EVENT_NAME, EVENT)?.map(str::to_owned),
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
         })
     }
 }
@@ -217,7 +202,6 @@ impl Verifier for GitHub {
 pub struct GitHubBuilder {
     secrets: SecretList,
     /// The same secrets keyed for SHA-1, kept only when it is allowed.
-    #[cfg(feature = "sha1")]
     sha1: SecretList<HmacSha1>,
     allow_sha1: bool,
 }
@@ -228,7 +212,6 @@ impl GitHubBuilder {
     /// Adds a webhook secret, used as the bytes given.
     pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
         self.secrets.push(secret.as_ref());
-        #[cfg(feature = "sha1")]
         self.sha1.push(secret.as_ref());
         self
     }
@@ -239,8 +222,6 @@ impl GitHubBuilder {
     /// `X-Hub-Signature-256` header is absent (GitHub Enterprise Server before
     /// 3.0 sends only SHA-1). Off by default: HMAC-SHA1 is weaker, and a
     /// receiver that accepts it lets an attacker pick the weaker check.
-    #[cfg(feature = "sha1")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "sha1")))]
     pub fn allow_sha1(mut self) -> Self {
         self.allow_sha1 = true;
         self
@@ -255,12 +236,7 @@ impl GitHubBuilder {
     pub fn build(self) -> Result<GitHub, ConfigError> {
         let secrets = self.secrets.finish()?;
         // The SHA-1 keys come from the same secrets: the same errors, met first above.
-        #[cfg(feature = "sha1")]
         let sha1 = self.allow_sha1.then(|| self.sha1.finish()).transpose()?;
-        Ok(GitHub {
-            secrets,
-            #[cfg(feature = "sha1")]
-            sha1,
-        })
+        Ok(GitHub { secrets, sha1 })
     }
 }
