@@ -149,9 +149,8 @@ impl Verifier for GitHub {
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        if !headers.contains_key(&SIGNATURE_256_NAME)
-            && !(self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME))
-        {
+        let sha1_only = self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME);
+        if !headers.contains_key(&SIGNATURE_256_NAME) && !sha1_only {
             return Err(VerifyError::MissingHeader(SIGNATURE_256));
         }
         // GitHub always sends one: a request without it is not GitHub's.
