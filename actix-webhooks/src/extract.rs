@@ -6,6 +6,7 @@ use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpMessage as _, HttpRequest};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
+use webhooks_core::event::Event;
 use webhooks_core::{Delivery, ExtractError, Receiver, Verified};
 
 use crate::ExtractRejection;
@@ -31,6 +32,39 @@ use crate::ExtractRejection;
 /// ```
 #[derive(Debug, Clone)]
 pub struct VerifiedWebhook<T>(pub T);
+
+/// A verified webhook as your event enum `E`, dispatched on its event type
+/// (GitHub's `X-GitHub-Event`, Shopify's topic, or the body's `"type"` for
+/// Stripe and Standard Webhooks): [`Event::Known`] for a type `E` lists,
+/// [`Event::Unknown`] for one it does not, which your handler acknowledges
+/// with a 2xx instead of a `422` the sender would retry for days. A known
+/// type whose data does not fit is a `422` naming the field. The enum shapes
+/// are in [`webhooks_core::event`].
+///
+/// ```
+/// use actix_web::HttpResponse;
+/// use actix_webhooks::{Event, WebhookEvent};
+///
+/// #[derive(serde::Deserialize)]
+/// #[serde(tag = "type", content = "data")]
+/// enum GitHubEvent {
+///     #[serde(rename = "issues")]
+///     Issues { action: String },
+///     #[serde(rename = "push")]
+///     Push { r#ref: String },
+/// }
+///
+/// async fn on_github(WebhookEvent(event): WebhookEvent<GitHubEvent>) -> HttpResponse {
+///     match event {
+///         Event::Known(GitHubEvent::Issues { action }) => println!("issue {action}"),
+///         Event::Known(GitHubEvent::Push { r#ref }) => println!("push to {}", r#ref),
+///         Event::Unknown { event_type } => println!("ignored {event_type}"),
+///     }
+///     HttpResponse::NoContent().finish()
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct WebhookEvent<E>(pub Event<E>);
 
 /// A verified webhook's metadata and its exact raw body.
 #[derive(Debug, Clone)]
@@ -67,6 +101,15 @@ impl<T: DeserializeOwned> FromRequest for VerifiedWebhook<T> {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         with_delivery(req, |delivery| delivery.json().map(VerifiedWebhook))
+    }
+}
+
+impl<E: DeserializeOwned> FromRequest for WebhookEvent<E> {
+    type Error = ExtractRejection;
+    type Future = Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        with_delivery(req, |delivery| delivery.event().map(WebhookEvent))
     }
 }
 

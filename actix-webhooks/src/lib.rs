@@ -22,14 +22,19 @@
 //!
 //! # fn main() -> Result<(), webhooks_core::ConfigError> {
 //! let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-//! let app = App::new().service(
-//!     web::resource("/webhooks/email")
-//!         .wrap(Webhooks::new(StandardWebhooks::new(secret)?)) // in-process dedup by default
-//!         .route(web::post().to(on_email)),
-//! );
+//! let webhooks = Webhooks::new(StandardWebhooks::new(secret)?); // in-process dedup by default
+//! let app = App::new()
+//!     .route("/health", web::get().to(|| async { "ok" }))
+//!     // On the route, not the resource: `GET` stays 405, other routes untouched.
+//!     .service(web::resource("/webhooks/email").route(web::post().to(on_email).wrap(webhooks)));
 //! # drop(app);
 //! # Ok(()) }
 //! ```
+//!
+//! Wrap the route (`web::post().to(h).wrap(..)`, actix-web ≥ 4.1), not the
+//! resource: `Resource::wrap` also answers the resource's `405` with a `400`.
+//! [`testing::signed_request`] builds signed `TestRequest`s for handler
+//! tests; [`WebhookEvent`] dispatches on the event type.
 //!
 //! All decisions (statuses, `Retry-After`, the duplicate marker, when a claim
 //! is completed or released, catching a handler's panic) are made by
@@ -44,13 +49,17 @@
 //! `String` accept bodies up to the receiver's body limit (not actix's
 //! 256 KiB default).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod error;
 mod extract;
 mod middleware;
+pub mod testing;
 
 pub use error::{ExtractRejection, WebhookRejection};
-pub use extract::{RawWebhook, VerifiedWebhook, WebhookMeta};
+pub use extract::{RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
 pub use middleware::{Webhooks, WebhooksMiddleware};
+pub use webhooks_core::event::Event;
 pub use webhooks_core::{self as core, Delivery, Receiver, Rejection, Verified};
 
 #[cfg(test)]

@@ -17,7 +17,9 @@ use crate::error::{WebhookRejection, rejection_response};
 
 /// Verifies, deduplicates and guards every request to the wrapped service.
 ///
-/// Wrap a resource (or a scope, or the whole app) with it; the handlers behind
+/// Wrap a route with it (`web::post().to(h).wrap(..)`, so the resource's other
+/// methods still answer `405`; a resource, scope or app `wrap` puts it in
+/// front of everything under them); the handlers behind
 /// it take [`VerifiedWebhook<T>`](crate::VerifiedWebhook),
 /// [`RawWebhook`](crate::RawWebhook) or [`WebhookMeta`](crate::WebhookMeta),
 /// and `web::Bytes` or `web::Json` still see the exact body.

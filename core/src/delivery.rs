@@ -92,7 +92,7 @@ impl Delivery {
     }
 }
 
-fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ExtractError {
+pub(crate) fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ExtractError {
     ExtractError::Json {
         path: e.path().to_string(),
         message: scrub(&e.inner().to_string()),
@@ -101,7 +101,7 @@ fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ExtractError 
 
 /// Drops the sender's values from serde's message: `invalid type: string
 /// "abc", expected u32` becomes `invalid type, expected u32`.
-fn scrub(message: &str) -> String {
+pub(crate) fn scrub(message: &str) -> String {
     match message.find(", expected") {
         Some(i) => {
             let kind = message[..i]

@@ -23,15 +23,19 @@
 //! [`tower-webhooks`]: https://docs.rs/tower-webhooks
 //! [`actix-webhooks`]: https://docs.rs/actix-webhooks
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod dedup;
 mod delivery;
 mod error;
+pub mod event;
 pub mod ordering;
 mod public_url;
 pub mod receiver;
 mod rejection;
 pub mod scheme;
 pub mod signals;
+pub mod testing;
 mod verify;
 
 pub use delivery::Delivery;

@@ -190,18 +190,83 @@ fn published_vector_is_what_we_sign() {
 }
 
 #[test]
-fn published_secret_works_with_and_without_prefix() {
-    // standard-webhooks/standard-webhooks libraries/python/tests/test_webhooks.py
-    // (test_signature_verification_with_and_without_prefix)
-    for secret in [published::SECRET, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"] {
-        let v = StandardWebhooks::new(secret).unwrap();
-        v.verify(
-            &published_headers(published::SIGNATURE),
-            published::BODY,
-            at(published::TIMESTAMP),
-        )
-        .unwrap();
+fn published_secret_works_padded_unpadded_and_raw() {
+    // The Python reference accepts the secret without its base64 padding
+    // (standard-webhooks/standard-webhooks
+    // libraries/python/standardwebhooks/webhooks.py: "add padding in case
+    // whsecret is unpadded base64"). The published secrets are 24 bytes and so
+    // have no padding: a 25-byte secret of our own covers both shapes.
+    let padded = format!("whsec_{}", B64.encode(b"twenty-five bytes secret!"));
+    assert!(padded.ends_with('='), "{padded}");
+    let unpadded = padded.trim_end_matches('=');
+    let by_padded = StandardWebhooks::new(&padded).unwrap();
+    let by_unpadded = StandardWebhooks::new(unpadded).unwrap();
+    let sig =
+        Signer::hmac(unpadded)
+            .unwrap()
+            .sign(published::ID, published::TIMESTAMP, published::BODY);
+    assert_eq!(
+        sig,
+        Signer::hmac(&padded)
+            .unwrap()
+            .sign(published::ID, published::TIMESTAMP, published::BODY)
+    );
+    for v in [&by_padded, &by_unpadded] {
+        assert!(verify_published_with(v, &sig).is_ok());
     }
+
+    let v = StandardWebhooks::new(published::SECRET).unwrap();
+    v.verify(
+        &published_headers(published::SIGNATURE),
+        published::BODY,
+        at(published::TIMESTAMP),
+    )
+    .unwrap();
+    // The raw-secret constructor takes the decoded bytes.
+    let raw = B64.decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+    let v = StandardWebhooks::from_raw_secret(&raw).unwrap();
+    v.verify(
+        &published_headers(published::SIGNATURE),
+        published::BODY,
+        at(published::TIMESTAMP),
+    )
+    .unwrap();
+}
+
+#[test]
+fn secrets_must_be_whsec_and_at_least_24_bytes() {
+    // Bare base64 (the Python library's prefix-less form) and arbitrary
+    // strings are refused by `new`: only the explicit raw constructor takes
+    // other forms.
+    for secret in [
+        "notwhsec",
+        "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "WHSEC_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        // 23 bytes, padded and not.
+        &format!("whsec_{}", B64.encode([7u8; 23])),
+        format!("whsec_{}", B64.encode([7u8; 23])).trim_end_matches('='),
+        // 14 bytes.
+        "whsec_dGhlIG9sZCBzZWNyZXQ=",
+    ] {
+        for result in [
+            StandardWebhooks::new(secret).map(drop),
+            StandardWebhooks::builder().secret(secret).build().map(drop),
+            Signer::hmac(secret).map(drop),
+        ] {
+            assert!(
+                matches!(result, Err(ConfigError::Invalid { what: "secret", .. })),
+                "{secret}: {result:?}"
+            );
+        }
+    }
+    // Exactly 24 bytes is enough.
+    assert!(StandardWebhooks::new(format!("whsec_{}", B64.encode([7u8; 24]))).is_ok());
+    // Raw secrets of any non-empty length are accepted explicitly.
+    assert!(StandardWebhooks::from_raw_secret(b"notwhsec").is_ok());
+    assert_eq!(
+        StandardWebhooks::from_raw_secret(b"").unwrap_err(),
+        ConfigError::Empty("secret")
+    );
 }
 
 #[test]
@@ -521,7 +586,7 @@ fn rotation_reports_which_secret_matched() {
     let secrets = [
         "whsec_bmV3IHNlY3JldCBmb3IgdGhlIHJvdGF0aW9u",
         published::SECRET,
-        "whsec_b2xkZXN0IHNlY3JldA==",
+        "whsec_b2xkZXN0IHNlY3JldCBvZiB0aGUgdGhyZWU=",
     ];
     let v = secrets
         .iter()
@@ -555,11 +620,9 @@ fn rotation_reports_which_secret_matched() {
     assert_eq!(verified.matched_key, MatchedKey::Secret(1));
 
     // A secret that is not configured is refused.
-    let stranger = Signer::hmac("whsec_bm90IGNvbmZpZ3VyZWQ=").unwrap().sign(
-        published::ID,
-        published::TIMESTAMP,
-        published::BODY,
-    );
+    let stranger = Signer::hmac("whsec_YSBzZWNyZXQgbm9ib2R5IGNvbmZpZ3VyZWQ=")
+        .unwrap()
+        .sign(published::ID, published::TIMESTAMP, published::BODY);
     assert_eq!(
         v.verify(
             &published_headers(&stranger),

@@ -161,7 +161,7 @@ pub fn router(receiver: Receiver, store: EmailStore) -> Router {
     Router::new()
         .route(
             WEBHOOK_PATH,
-            post(on_email).layer(WebhookLayer::from_receiver(receiver)),
+            post(on_email).route_layer(WebhookLayer::from_receiver(receiver)),
         )
         .route("/emails/{id}", get(get_email))
         .route("/suppressions", get(get_suppressions))

@@ -48,32 +48,8 @@ use crate::state::{Applied, DeliveryStatus, EmailState, Suppression, Suppression
 /// The file [`EmailStore::open_in`] creates in its directory.
 pub const DATABASE_FILE: &str = "email-events.sqlite";
 
-const SCHEMA: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS emails (
-        email_id        TEXT PRIMARY KEY,
-        recipient       TEXT NOT NULL,
-        status          TEXT,
-        status_at       INTEGER,
-        opened_at       INTEGER,
-        clicked_at      INTEGER,
-        unsubscribed_at INTEGER
-    )",
-    "CREATE TABLE IF NOT EXISTS suppressions (
-        recipient TEXT PRIMARY KEY,
-        reason    TEXT NOT NULL,
-        since     INTEGER NOT NULL,
-        email_id  TEXT NOT NULL
-    )",
-    "CREATE TABLE IF NOT EXISTS event_log (
-        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
-        event_id    TEXT NOT NULL,
-        email_id    TEXT NOT NULL,
-        event_type  TEXT NOT NULL,
-        occurred_at INTEGER NOT NULL,
-        changed     INTEGER NOT NULL
-    )",
-    "CREATE INDEX IF NOT EXISTS event_log_event_id ON event_log (event_id)",
-];
+/// The tables, from `examples/migrations/` (embedded at build time).
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// The emails, the suppression list and the event log, in one SQLite file.
 ///
@@ -118,15 +94,14 @@ impl EmailStore {
         Ok(store)
     }
 
-    /// Creates the tables if missing (idempotent).
+    /// Applies the migrations in `examples/migrations/` that have not run
+    /// yet (sqlx's migrator; idempotent).
     ///
     /// # Errors
     ///
-    /// When SQLite refuses.
+    /// When SQLite refuses, or an applied migration was changed since.
     pub async fn migrate(&self) -> Result<(), sqlx::Error> {
-        for statement in SCHEMA {
-            sqlx::query(statement).execute(&self.pool).await?;
-        }
+        MIGRATOR.run(&self.pool).await?;
         Ok(())
     }
 

@@ -5,6 +5,7 @@ use axum_core::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::request::Parts;
 use serde::de::DeserializeOwned;
+use webhooks_core::event::Event;
 use webhooks_core::{Delivery, ExtractError, Receiver, Rejection, Verified};
 
 /// A verified webhook whose body is JSON of type `T`.
@@ -28,6 +29,39 @@ use webhooks_core::{Delivery, ExtractError, Receiver, Rejection, Verified};
 /// ```
 #[derive(Debug, Clone)]
 pub struct VerifiedWebhook<T>(pub T);
+
+/// A verified webhook as your event enum `E`, dispatched on its event type
+/// (GitHub's `X-GitHub-Event`, Shopify's topic, or the body's `"type"` for
+/// Stripe and Standard Webhooks): [`Event::Known`] for a type `E` lists,
+/// [`Event::Unknown`] for one it does not, which your handler acknowledges
+/// with a 2xx instead of a `422` the sender would retry for days. A known
+/// type whose data does not fit is a `422` naming the field. The enum shapes
+/// are in [`webhooks_core::event`].
+///
+/// ```
+/// use axum::http::StatusCode;
+/// use tower_webhooks::{Event, WebhookEvent};
+///
+/// #[derive(serde::Deserialize)]
+/// #[serde(tag = "type", content = "data")]
+/// enum GitHubEvent {
+///     #[serde(rename = "issues")]
+///     Issues { action: String },
+///     #[serde(rename = "push")]
+///     Push { r#ref: String },
+/// }
+///
+/// async fn on_github(WebhookEvent(event): WebhookEvent<GitHubEvent>) -> StatusCode {
+///     match event {
+///         Event::Known(GitHubEvent::Issues { action }) => tracing::info!(%action, "issue"),
+///         Event::Known(GitHubEvent::Push { r#ref }) => tracing::info!(%r#ref, "push"),
+///         Event::Unknown { event_type } => tracing::debug!(%event_type, "ignored"),
+///     }
+///     StatusCode::NO_CONTENT
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct WebhookEvent<E>(pub Event<E>);
 
 /// A verified webhook's metadata and its exact raw body.
 #[derive(Debug, Clone)]
@@ -110,6 +144,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for VerifiedWebhoo
         delivery(parts)?
             .json()
             .map(VerifiedWebhook)
+            .map_err(|error| ExtractRejection::new(error, parts))
+    }
+}
+
+impl<S: Send + Sync, E: DeserializeOwned> FromRequestParts<S> for WebhookEvent<E> {
+    type Rejection = ExtractRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        delivery(parts)?
+            .event()
+            .map(WebhookEvent)
             .map_err(|error| ExtractRejection::new(error, parts))
     }
 }

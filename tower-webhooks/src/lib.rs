@@ -6,7 +6,7 @@
 //! handler given a typed, verified event.
 //!
 //! ```
-//! use axum::{Router, http::StatusCode, routing::post};
+//! use axum::{Router, http::StatusCode, routing::{get, post}};
 //! use tower_webhooks::{VerifiedWebhook, WebhookLayer};
 //! use webhooks_core::scheme::StandardWebhooks;
 //!
@@ -22,11 +22,19 @@
 //!
 //! # fn main() -> Result<(), webhooks_core::ConfigError> {
 //! let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+//! let webhooks = WebhookLayer::new(StandardWebhooks::new(secret)?); // in-process dedup by default
 //! let app: Router = Router::new()
-//!     .route("/webhooks/email", post(on_email))
-//!     .layer(WebhookLayer::new(StandardWebhooks::new(secret)?)); // in-process dedup by default
+//!     .route("/health", get(|| async { "ok" }))
+//!     // On the route's `post(..)`: other routes, 404 and 405 stay untouched.
+//!     .route("/webhooks/email", post(on_email).route_layer(webhooks));
 //! # Ok(()) }
 //! ```
+//!
+//! Place the layer with `route_layer` on each webhook route's `post(..)`,
+//! not `Router::layer` (every route and the fallback would demand webhook
+//! headers) nor `Router::route_layer` (a `GET` to the webhook path would
+//! answer `400` instead of `405`). [`testing::signed_request`] builds signed
+//! requests for handler tests; [`WebhookEvent`] dispatches on the event type.
 //!
 //! All decisions (statuses, `Retry-After`, the duplicate marker, when a claim
 //! is completed or released) are made by [`webhooks_core::Receiver`]; this crate
@@ -34,9 +42,13 @@
 //! pipeline with [`Receiver::builder`](webhooks_core::Receiver::builder) and
 //! pass it to [`WebhookLayer::from_receiver`].
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod extract;
 mod layer;
+pub mod testing;
 
-pub use extract::{ExtractRejection, RawWebhook, VerifiedWebhook, WebhookMeta};
+pub use extract::{ExtractRejection, RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
 pub use layer::{ResponseFuture, Webhook, WebhookLayer};
+pub use webhooks_core::event::Event;
 pub use webhooks_core::{self as core, Delivery, Receiver, Rejection, Verified};

@@ -6,7 +6,11 @@ use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+#[cfg(feature = "ed25519")]
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+/// Without the `ed25519` feature no public key can be configured.
+#[cfg(not(feature = "ed25519"))]
+type VerifyingKey = std::convert::Infallible;
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
@@ -44,6 +48,7 @@ const MAX_ENTRIES: usize = 32;
 /// distinct well-formed `v1a` signatures (at least one) are tried against
 /// every trusted key, the rest ignored. With one or two trusted keys, the two
 /// signatures a sender sends while rotating its own key are both tried.
+#[cfg(feature = "ed25519")]
 const MAX_V1A_CHECKS: usize = 4;
 const SCHEME: &str = "standard-webhooks";
 
@@ -67,7 +72,7 @@ const SCHEME: &str = "standard-webhooks";
 /// // Two secrets during a rotation: the new one first, the old one until senders switch.
 /// let verifier = StandardWebhooks::builder()
 ///     .secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-///     .secret("whsec_dGhlIG9sZCBzZWNyZXQ=")
+///     .secret("whsec_dGhlIG9sZCBzZWNyZXQsIHN0aWxsIGFjY2VwdGVk")
 ///     .tolerance(Duration::from_secs(600))
 ///     .build()?;
 ///
@@ -87,13 +92,42 @@ pub struct StandardWebhooks {
 debug_fields!(StandardWebhooks: secrets, public_keys.len(), tolerance);
 
 impl StandardWebhooks {
-    /// A verifier with one secret (`whsec_…`, or bare base64) and the default tolerance.
+    /// A verifier with one secret (`whsec_<base64>`, padded or not, at least
+    /// 24 bytes decoded) and the default tolerance.
+    ///
+    /// ```
+    /// use webhooks_core::{ConfigError, scheme::StandardWebhooks};
+    ///
+    /// assert!(StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_ok());
+    /// // Not a Standard Webhooks secret: refused when the verifier is built.
+    /// assert!(matches!(StandardWebhooks::new("notwhsec"), Err(ConfigError::Invalid { .. })));
+    /// ```
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when the secret is empty or not base64.
+    /// [`ConfigError`] when the secret is empty, lacks the `whsec_` prefix, is
+    /// not base64 or decodes to fewer than 24 bytes (the spec's minimum). For
+    /// a secret in another form use [`from_raw_secret`](Self::from_raw_secret).
     pub fn new(secret: impl AsRef<str>) -> Result<Self, ConfigError> {
         Self::builder().secret(secret).build()
+    }
+
+    /// A verifier with one secret given as its raw bytes (not base64, no
+    /// prefix, no minimum length), for senders that do not follow the spec's
+    /// secret format, and the default tolerance.
+    ///
+    /// ```
+    /// use webhooks_core::scheme::StandardWebhooks;
+    ///
+    /// let verifier = StandardWebhooks::from_raw_secret(b"a shared secret from elsewhere")?;
+    /// # Ok::<(), webhooks_core::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Empty`] when the secret is empty.
+    pub fn from_raw_secret(secret: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
+        Self::builder().raw_secret(secret).build()
     }
 
     /// A builder for several secrets, public keys and a custom tolerance.
@@ -181,6 +215,7 @@ fn sign_v1(key: &HmacKey, id: &str, timestamp: u64, body: &[u8]) -> String {
 }
 
 /// `{id}.{timestamp}.{body}` in one piece, as ed25519 needs it.
+#[cfg(feature = "ed25519")]
 fn signed_content(id: &str, timestamp: &[u8], body: &[u8]) -> Vec<u8> {
     let mut content = Vec::with_capacity(id.len() + timestamp.len() + body.len() + 2);
     content.extend_from_slice(id.as_bytes());
@@ -216,8 +251,12 @@ impl Verifier for StandardWebhooks {
         let mut v1: [[u8; 32]; MAX_ENTRIES] = [[0; 32]; MAX_ENTRIES];
         let mut n_v1 = 0;
         // Distinct well-formed v1a signatures, as many as the check budget allows.
+        #[cfg(feature = "ed25519")]
         let v1a_limit = (MAX_V1A_CHECKS / self.public_keys.len().max(1)).max(1);
+        #[cfg(feature = "ed25519")]
         let mut v1a: Vec<Signature> = Vec::new();
+        #[cfg(not(feature = "ed25519"))]
+        let v1a: [(); 0] = [];
         let mut entries = 0;
         for entry in signatures.split(' ').filter(|e| !e.is_empty()) {
             if entries == MAX_ENTRIES {
@@ -236,6 +275,7 @@ impl Verifier for StandardWebhooks {
                         n_v1 += 1;
                     }
                 }
+                #[cfg(feature = "ed25519")]
                 "v1a" if !self.public_keys.is_empty() && v1a.len() < v1a_limit => {
                     let mut out = [0u8; 65];
                     if let Ok(64) = B64.decode_slice(sig, &mut out) {
@@ -275,6 +315,7 @@ impl Verifier for StandardWebhooks {
         {
             return Ok(verified(MatchedKey::Secret(index)));
         }
+        #[cfg(feature = "ed25519")]
         if !v1a.is_empty() {
             // The signed content is built once; each check hashes it once.
             let content = signed_content(id, ts_text, body);
@@ -311,21 +352,27 @@ impl StandardWebhooksBuilder {
         self
     }
 
-    /// Adds a secret: `whsec_<base64>`, or bare base64, as senders show it.
+    /// Adds a secret: `whsec_<base64>` as senders show it, with or without the
+    /// base64 padding, at least 24 bytes decoded. Anything else makes
+    /// [`build`](Self::build) fail; use [`raw_secret`](Self::raw_secret) for
+    /// secrets in another form.
     pub fn secret(self, secret: impl AsRef<str>) -> Self {
-        match decode_prefixed(secret.as_ref(), "whsec_", "secret") {
+        match decode_secret(secret.as_ref()) {
             Ok(bytes) => self.raw_secret(bytes),
             Err(e) => self.fail(e),
         }
     }
 
-    /// Adds a secret given as raw bytes (not base64).
+    /// Adds a secret given as raw bytes (not base64, no prefix, no minimum
+    /// length beyond not empty).
     pub fn raw_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
         self.secrets.push(secret.as_ref());
         self
     }
 
     /// Trusts an ed25519 public key for `v1a` signatures: `whpk_<base64>` (32 bytes).
+    #[cfg(feature = "ed25519")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ed25519")))]
     pub fn public_key(mut self, key: impl AsRef<str>) -> Self {
         let bytes = match decode_prefixed(key.as_ref(), "whpk_", "public key") {
             Ok(bytes) => bytes,
@@ -370,16 +417,56 @@ impl StandardWebhooksBuilder {
     }
 }
 
-/// Strips an optional `prefix` and decodes standard base64; empty is refused.
+/// The shortest secret the spec allows, in bytes decoded.
+const MIN_SECRET_LEN: usize = 24;
+
+/// Standard base64 with the padding optional: dashboards and copy-paste lose
+/// the trailing `=`, and the reference Python library accepts secrets without
+/// it (standard-webhooks/standard-webhooks,
+/// `libraries/python/standardwebhooks/webhooks.py`, "add padding in case
+/// whsecret is unpadded base64").
+const B64_CONFIG: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
+
+/// A `whsec_<base64>` secret: the prefix is required, the padding optional,
+/// and at least [`MIN_SECRET_LEN`] bytes.
+fn decode_secret(value: &str) -> Result<Vec<u8>, ConfigError> {
+    let value = value.trim();
+    if value.is_empty() || value == "whsec_" {
+        return Err(ConfigError::Empty("secret"));
+    }
+    let Some(encoded) = value.strip_prefix("whsec_") else {
+        return Err(ConfigError::Invalid {
+            what: "secret",
+            reason: "expected whsec_ followed by base64 (raw_secret takes other forms)",
+        });
+    };
+    let bytes = decode_prefixed(encoded, "", "secret")?;
+    if bytes.len() < MIN_SECRET_LEN {
+        return Err(ConfigError::Invalid {
+            what: "secret",
+            reason: "shorter than 24 bytes, the Standard Webhooks minimum",
+        });
+    }
+    Ok(bytes)
+}
+
+/// Strips an optional `prefix` and decodes standard base64 (padding
+/// optional); empty is refused.
 fn decode_prefixed(value: &str, prefix: &str, what: &'static str) -> Result<Vec<u8>, ConfigError> {
     let encoded = value.strip_prefix(prefix).unwrap_or(value).trim();
     if encoded.is_empty() {
         return Err(ConfigError::Empty(what));
     }
-    let bytes = B64.decode(encoded).map_err(|_| ConfigError::Invalid {
-        what,
-        reason: "not base64",
-    })?;
+    let bytes = B64_CONFIG
+        .decode(encoded)
+        .map_err(|_| ConfigError::Invalid {
+            what,
+            reason: "not base64",
+        })?;
     if bytes.is_empty() {
         return Err(ConfigError::Empty(what));
     }
@@ -406,6 +493,7 @@ pub struct Signer(SignerKey);
 #[derive(Clone)]
 enum SignerKey {
     Hmac(HmacKey),
+    #[cfg(feature = "ed25519")]
     Ed25519(Box<SigningKey>),
 }
 
@@ -413,6 +501,7 @@ impl fmt::Debug for Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.0 {
             SignerKey::Hmac(_) => "v1",
+            #[cfg(feature = "ed25519")]
             SignerKey::Ed25519(_) => "v1a",
         };
         write!(f, "Signer({kind}, [redacted])")
@@ -420,13 +509,15 @@ impl fmt::Debug for Signer {
 }
 
 impl Signer {
-    /// An HMAC (`v1`) signer from a `whsec_…` secret.
+    /// An HMAC (`v1`) signer from a `whsec_…` secret, read as
+    /// [`StandardWebhooksBuilder::secret`] reads it.
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when the secret is empty or not base64.
+    /// [`ConfigError`] when the secret is empty, lacks the `whsec_` prefix, is
+    /// not base64 or is shorter than 24 bytes.
     pub fn hmac(secret: impl AsRef<str>) -> Result<Self, ConfigError> {
-        let bytes = decode_prefixed(secret.as_ref(), "whsec_", "secret")?;
+        let bytes = decode_secret(secret.as_ref())?;
         Ok(Self(SignerKey::Hmac(HmacKey::new(&bytes, "secret")?)))
     }
 
@@ -436,6 +527,8 @@ impl Signer {
     /// # Errors
     ///
     /// [`ConfigError`] when the key is empty, not base64 or of the wrong length.
+    #[cfg(feature = "ed25519")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ed25519")))]
     pub fn ed25519(secret_key: impl AsRef<str>) -> Result<Self, ConfigError> {
         let bytes = decode_prefixed(secret_key.as_ref(), "whsk_", "secret key")?;
         let seed: [u8; 32] = match bytes.len() {
@@ -462,6 +555,7 @@ impl Signer {
     pub fn public_key(&self) -> Option<String> {
         match &self.0 {
             SignerKey::Hmac(_) => None,
+            #[cfg(feature = "ed25519")]
             SignerKey::Ed25519(key) => Some(format!(
                 "whpk_{}",
                 B64.encode(key.verifying_key().as_bytes())
@@ -474,6 +568,7 @@ impl Signer {
     pub fn sign(&self, id: &str, timestamp: u64, body: &[u8]) -> String {
         match &self.0 {
             SignerKey::Hmac(key) => sign_v1(key, id, timestamp, body),
+            #[cfg(feature = "ed25519")]
             SignerKey::Ed25519(key) => {
                 let mut buf = [0u8; 20];
                 let content = signed_content(id, decimal(timestamp, &mut buf), body);

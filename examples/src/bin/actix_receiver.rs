@@ -36,9 +36,11 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
         App::new()
             .app_data(data.clone())
             .service(
-                web::resource(WEBHOOK_PATH)
-                    .wrap(Webhooks::from_receiver(receiver.clone()))
-                    .route(web::post().to(on_email)),
+                web::resource(WEBHOOK_PATH).route(
+                    web::post()
+                        .to(on_email)
+                        .wrap(Webhooks::from_receiver(receiver.clone())),
+                ),
             )
             .route("/emails/{id}", web::get().to(get_email))
             .route("/suppressions", web::get().to(get_suppressions))

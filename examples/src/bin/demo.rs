@@ -22,9 +22,10 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use clap::Parser as _;
 use examples::app::{self, WEBHOOK_PATH, router};
 use examples::schemes::Scheme;
-use examples::simulator::{Intent, Outcome, Plan, SimulatorConfig, Summary, run};
+use examples::simulator::{Intent, Outcome, Plan, SimulatorArgs, SimulatorConfig, Summary, run};
 use examples::state::{EmailState, Ledger};
 use examples::store::EmailStore;
 use webhooks_core::dedup::MemoryStore;
@@ -59,7 +60,7 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
             .into_future(),
     );
 
-    let config = SimulatorConfig {
+    let config = SimulatorArgs::parse().apply(SimulatorConfig {
         url: format!("http://{address}{WEBHOOK_PATH}"),
         secret: SECRET.to_owned(),
         emails: 30,
@@ -76,8 +77,7 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
         // minute); the attempt holding it ends in milliseconds.
         max_retry_after: std::time::Duration::from_secs(1),
         ..SimulatorConfig::default()
-    }
-    .parse_args(std::env::args().skip(1))?;
+    });
     let plan = Plan::generate(&config)?;
     let planned: Vec<String> = plan
         .counts()

@@ -13,15 +13,12 @@
 
 use std::process::ExitCode;
 
-use examples::simulator::{Plan, SimulatorConfig, USAGE, run};
+use clap::Parser as _;
+use examples::simulator::{Plan, SimulatorArgs, SimulatorConfig, run};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("Usage: simulator [options]\n\n{USAGE}");
-        return ExitCode::SUCCESS;
-    }
+    let args = SimulatorArgs::parse();
     let Some(secret) = std::env::var("WEBHOOK_SECRET")
         .ok()
         .filter(|s| !s.is_empty())
@@ -29,18 +26,10 @@ async fn main() -> ExitCode {
         eprintln!("simulator: WEBHOOK_SECRET is not set");
         return ExitCode::FAILURE;
     };
-    let config = match (SimulatorConfig {
+    let config = args.apply(SimulatorConfig {
         secret,
         ..SimulatorConfig::default()
-    })
-    .parse_args(args)
-    {
-        Ok(config) => config,
-        Err(error) => {
-            eprintln!("simulator: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
+    });
     let summary = match Plan::generate(&config) {
         Ok(plan) => {
             let counts = plan.counts();

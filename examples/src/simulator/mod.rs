@@ -14,8 +14,8 @@
 //! | `unknown` | a correctly signed event of a type the receiver does not know | `2xx` |
 //!
 //! Each attempt is signed when it is sent. Answers `409`, `429`, `5xx` and
-//! transport errors are retried with exponential backoff and jitter, waiting at
-//! least `Retry-After` (up to `max_retry_after`); other `4xx` are final. The [`Summary`] counts accepted
+//! transport errors are retried with exponential backoff and jitter (backon),
+//! waiting at least `Retry-After` (up to `max_retry_after`); other `4xx` are final. The [`Summary`] counts accepted
 //! deliveries, acknowledged duplicates, rejections by status and reason,
 //! retries and latency percentiles. Bodies and secrets are never printed.
 //!
@@ -138,80 +138,101 @@ impl Default for SimulatorConfig {
     }
 }
 
-/// The command-line options [`SimulatorConfig::parse_args`] understands.
-pub const USAGE: &str = "\
-Options (each also as --name=value):
-  --url URL             where to post (default http://127.0.0.1:3000/webhooks/email)
-  --scheme NAME         standard | stripe | github | slack | shopify (default standard)
-  --emails M            emails (default 20)
-  --events N            genuine events in all (default 200)
-  --concurrency C       deliveries in flight (default 8)
-  --duplicates F        fraction re-sent as sender retries (default 0.1)
-  --reorder F           fraction moved out of timestamp order (default 0.2)
-  --tampered F          fraction shadowed by a tampered body (default 0)
-  --wrong-secret F      fraction shadowed by a forgery with another secret (default 0)
-  --stale F             fraction replayed with an hour-old signature (default 0)
-  --unknown F           fraction accompanied by an unknown event type (default 0)
-  --seed S              plan and jitter seed (default 1)
-  --max-attempts A      attempts per delivery (default 6)
-  --max-retry-after S   longest Retry-After honoured, in seconds (default 60)
-The secret comes from WEBHOOK_SECRET, never from the command line.";
+/// The simulator's command line (clap): each option given replaces that
+/// setting of a [`SimulatorConfig`] (see [`apply`](Self::apply)), so the
+/// defaults live in one place, `SimulatorConfig::default()`. The secret comes
+/// from `WEBHOOK_SECRET`, never from the command line.
+#[derive(Debug, Clone, Default, clap::Parser)]
+#[command(
+    name = "simulator",
+    about = "Plays an email provider against a receiver on this machine.",
+    after_help = "The secret comes from WEBHOOK_SECRET, never from the command line."
+)]
+pub struct SimulatorArgs {
+    /// Where to post [default: http://127.0.0.1:3000/webhooks/email]
+    #[arg(long)]
+    pub url: Option<String>,
+    /// standard | stripe | github | slack | shopify [default: standard]
+    #[arg(long)]
+    pub scheme: Option<Scheme>,
+    /// Emails [default: 20]
+    #[arg(long)]
+    pub emails: Option<usize>,
+    /// Genuine events in all [default: 200]
+    #[arg(long)]
+    pub events: Option<usize>,
+    /// Deliveries in flight [default: 8]
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Fraction re-sent as sender retries [default: 0.1]
+    #[arg(long, value_parser = fraction)]
+    pub duplicates: Option<f64>,
+    /// Fraction moved out of timestamp order [default: 0.2]
+    #[arg(long, value_parser = fraction)]
+    pub reorder: Option<f64>,
+    /// Fraction shadowed by a tampered body [default: 0]
+    #[arg(long, value_parser = fraction)]
+    pub tampered: Option<f64>,
+    /// Fraction shadowed by a forgery with another secret [default: 0]
+    #[arg(long = "wrong-secret", value_parser = fraction)]
+    pub wrong_secret_rate: Option<f64>,
+    /// Fraction replayed with an hour-old signature [default: 0]
+    #[arg(long, value_parser = fraction)]
+    pub stale: Option<f64>,
+    /// Fraction accompanied by an unknown event type [default: 0]
+    #[arg(long, value_parser = fraction)]
+    pub unknown: Option<f64>,
+    /// Plan and jitter seed [default: 1]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Attempts per delivery [default: 6]
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// Longest Retry-After honoured, in seconds [default: 60]
+    #[arg(long)]
+    pub max_retry_after: Option<u64>,
+}
+
+/// A number between 0 and 1.
+fn fraction(value: &str) -> Result<f64, String> {
+    let f: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| "not a number".to_owned())?;
+    if (0.0..=1.0).contains(&f) {
+        Ok(f)
+    } else {
+        Err("a fraction between 0 and 1".to_owned())
+    }
+}
+
+impl SimulatorArgs {
+    /// `config` with the options given replacing its settings.
+    #[must_use]
+    pub fn apply(self, config: SimulatorConfig) -> SimulatorConfig {
+        SimulatorConfig {
+            url: self.url.unwrap_or(config.url),
+            scheme: self.scheme.unwrap_or(config.scheme),
+            emails: self.emails.unwrap_or(config.emails),
+            events: self.events.unwrap_or(config.events),
+            concurrency: self.concurrency.unwrap_or(config.concurrency),
+            duplicates: self.duplicates.unwrap_or(config.duplicates),
+            reorder: self.reorder.unwrap_or(config.reorder),
+            tampered: self.tampered.unwrap_or(config.tampered),
+            wrong_secret_rate: self.wrong_secret_rate.unwrap_or(config.wrong_secret_rate),
+            stale: self.stale.unwrap_or(config.stale),
+            unknown: self.unknown.unwrap_or(config.unknown),
+            seed: self.seed.unwrap_or(config.seed),
+            max_attempts: self.max_attempts.unwrap_or(config.max_attempts),
+            max_retry_after: self
+                .max_retry_after
+                .map_or(config.max_retry_after, Duration::from_secs),
+            ..config
+        }
+    }
+}
 
 impl SimulatorConfig {
-    /// Reads `--name value` / `--name=value` options (see [`USAGE`]) over the defaults.
-    ///
-    /// # Errors
-    ///
-    /// A message naming the option that is unknown or malformed.
-    pub fn parse_args(mut self, args: impl IntoIterator<Item = String>) -> Result<Self, String> {
-        let mut args = args.into_iter();
-        while let Some(arg) = args.next() {
-            let (name, inline) = match arg.split_once('=') {
-                Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
-                None => (arg, None),
-            };
-            let mut value = || {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
-            fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
-                v.trim()
-                    .parse()
-                    .map_err(|_| format!("{name}: not a number"))
-            }
-            fn fraction(name: &str, v: &str) -> Result<f64, String> {
-                let f: f64 = number(name, v)?;
-                if (0.0..=1.0).contains(&f) {
-                    Ok(f)
-                } else {
-                    Err(format!("{name}: a fraction between 0 and 1"))
-                }
-            }
-            match name.as_str() {
-                "--url" => self.url = value()?,
-                "--scheme" => self.scheme = value()?.parse()?,
-                "--emails" => self.emails = number(&name, &value()?)?,
-                "--events" => self.events = number(&name, &value()?)?,
-                "--concurrency" => self.concurrency = number(&name, &value()?)?,
-                "--duplicates" => self.duplicates = fraction(&name, &value()?)?,
-                "--reorder" => self.reorder = fraction(&name, &value()?)?,
-                "--tampered" => self.tampered = fraction(&name, &value()?)?,
-                "--wrong-secret" => self.wrong_secret_rate = fraction(&name, &value()?)?,
-                "--stale" => self.stale = fraction(&name, &value()?)?,
-                "--unknown" => self.unknown = fraction(&name, &value()?)?,
-                "--seed" => self.seed = number(&name, &value()?)?,
-                "--max-attempts" => self.max_attempts = number(&name, &value()?)?,
-                "--max-retry-after" => {
-                    self.max_retry_after = Duration::from_secs(number(&name, &value()?)?);
-                }
-                _ => return Err(format!("unknown option {name}\n\n{USAGE}")),
-            }
-        }
-        Ok(self)
-    }
-
     fn check(&self) -> Result<(), SimulatorError> {
         let bad = |what: &str| Err(SimulatorError::Config(what.to_owned()));
         if self.emails == 0 || self.events < self.emails {
@@ -253,37 +274,9 @@ fn unix_millis(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// SplitMix64: small, fast, and reproducible from a seed. Not for secrets.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-}
+/// The plan's and the jitter's generator: seeded, so the same seed gives the
+/// same plan (wyrand, through fastrand). Not for secrets.
+type Rng = fastrand::Rng;
 
 #[cfg(test)]
 mod tests {
@@ -305,8 +298,10 @@ mod tests {
     }
 
     #[test]
-    fn options_parse_in_both_forms() {
+    fn options_parse_in_both_forms_and_replace_only_their_setting() {
+        use clap::Parser as _;
         let args = [
+            "simulator",
             "--events=30",
             "--emails",
             "3",
@@ -315,20 +310,19 @@ mod tests {
             "--stale",
             "0",
         ];
-        let c = SimulatorConfig::default()
-            .parse_args(args.map(String::from))
-            .unwrap();
+        let base = config();
+        let c = SimulatorArgs::try_parse_from(args)
+            .unwrap()
+            .apply(base.clone());
         assert_eq!((c.events, c.emails, c.scheme), (30, 3, Scheme::GitHub));
-        assert!(
-            SimulatorConfig::default()
-                .parse_args(["--nope".to_owned()])
-                .is_err()
+        assert_eq!(c.stale, 0.0);
+        assert_eq!(
+            (c.duplicates, c.unknown, &c.secret),
+            (base.duplicates, base.unknown, &base.secret)
         );
-        assert!(
-            SimulatorConfig::default()
-                .parse_args(["--reorder=2".to_owned()])
-                .is_err()
-        );
+        assert!(SimulatorArgs::try_parse_from(["simulator", "--nope"]).is_err());
+        assert!(SimulatorArgs::try_parse_from(["simulator", "--reorder=2"]).is_err());
+        assert!(SimulatorArgs::try_parse_from(["simulator", "--scheme", "nope"]).is_err());
     }
 
     #[test]

@@ -96,7 +96,7 @@ impl Plan {
     /// [`SimulatorError::Config`] when the settings do not make sense.
     pub fn generate(config: &SimulatorConfig) -> Result<Self, SimulatorError> {
         config.check()?;
-        let mut rng = Rng::new(config.seed);
+        let mut rng = Rng::with_seed(config.seed);
         let start = unix_millis(SystemTime::now()).saturating_sub(10 * 60 * 1000);
         // Some emails share a recipient, so the suppression list sees
         // several events per address.
@@ -107,23 +107,23 @@ impl Plan {
                 config.events / config.emails + usize::from(i < config.events % config.emails);
             let email_id = format!("em_{i:04}");
             let recipient = format!("user{}@example.com", i % recipients);
-            let mut at = start + rng.below(60_000);
+            let mut at = start + rng.u64(..60_000);
             for (j, kind) in lifecycle(&mut rng, budget).into_iter().enumerate() {
                 let id = format!("evt_{i:04}_{j:03}");
                 genuine.push(EmailEvent::new(kind, id, at, &email_id, &recipient));
                 // One step in ten shares the millisecond: ties are real.
-                at += if rng.chance(0.1) {
+                at += if rng.f64() < 0.1 {
                     0
                 } else {
-                    1 + rng.below(3_000)
+                    1 + rng.u64(..3_000)
                 };
             }
         }
         // A sender emits in timestamp order; the network and retries do not keep it.
         genuine.sort_by_key(|e| e.envelope().map(|e| (e.occurred_at, e.id.to_owned())));
         for i in 0..genuine.len() {
-            if rng.chance(config.reorder) {
-                let j = (i + 1 + rng.below(32) as usize).min(genuine.len() - 1);
+            if rng.f64() < config.reorder {
+                let j = (i + 1 + rng.u64(..32) as usize).min(genuine.len() - 1);
                 genuine.swap(i, j);
             }
         }
@@ -134,26 +134,26 @@ impl Plan {
         for (i, event) in genuine.iter().enumerate() {
             let position = i as f64;
             let original = genuine_delivery(event);
-            if rng.chance(config.duplicates) {
+            if rng.f64() < config.duplicates {
                 // Often close enough to be in flight together (a 409 first).
-                let later = position + rng.below(8) as f64 + 0.5;
+                let later = position + rng.u64(..8) as f64 + 0.5;
                 let mut copy = original.clone();
                 copy.intent = Intent::Duplicate;
                 keyed.push((later, copy));
             }
-            if rng.chance(config.tampered) {
-                keyed.push((rng.unit() * n, tampered(&original, &mut rng)));
+            if rng.f64() < config.tampered {
+                keyed.push((rng.f64() * n, tampered(&original, &mut rng)));
             }
-            if rng.chance(config.wrong_secret_rate) {
-                keyed.push((rng.unit() * n, wrong_secret(event, keyed.len())));
+            if rng.f64() < config.wrong_secret_rate {
+                keyed.push((rng.f64() * n, wrong_secret(event, keyed.len())));
             }
-            if rng.chance(config.stale) {
+            if rng.f64() < config.stale {
                 let mut replay = original.clone();
                 replay.intent = Intent::Stale;
-                keyed.push((rng.unit() * n, replay));
+                keyed.push((rng.f64() * n, replay));
             }
-            if rng.chance(config.unknown) {
-                keyed.push((rng.unit() * n, unknown_type(event, keyed.len())));
+            if rng.f64() < config.unknown {
+                keyed.push((rng.f64() * n, unknown_type(event, keyed.len())));
             }
             keyed.push((position, original));
         }
@@ -189,7 +189,7 @@ fn lifecycle(rng: &mut Rng, budget: usize) -> Vec<EventKind> {
     if budget == 1 {
         return kinds;
     }
-    let roll = rng.unit();
+    let roll = rng.f64();
     if roll < 0.2 {
         // Bounced outright, after some deferrals.
         kinds.extend(std::iter::repeat_n(Deferred, budget - 2));
@@ -199,16 +199,16 @@ fn lifecycle(rng: &mut Rng, budget: usize) -> Vec<EventKind> {
         kinds.extend(std::iter::repeat_n(Deferred, budget - 3));
         kinds.extend([Delivered, Bounced]);
     } else {
-        let deferred = rng.below(3).min(budget as u64 - 2) as usize;
+        let deferred = rng.u64(..3).min(budget as u64 - 2) as usize;
         kinds.extend(std::iter::repeat_n(Deferred, deferred));
         kinds.push(Delivered);
         while kinds.len() < budget {
             let last = kinds.len() + 1 == budget;
-            let next = if last && rng.chance(0.15) {
+            let next = if last && rng.f64() < 0.15 {
                 Unsubscribed
-            } else if last && rng.chance(0.05) {
+            } else if last && rng.f64() < 0.05 {
                 Complained
-            } else if rng.chance(0.6) {
+            } else if rng.f64() < 0.6 {
                 Opened
             } else {
                 Clicked
@@ -236,7 +236,7 @@ fn genuine_delivery(event: &EmailEvent) -> PlannedDelivery {
 /// The genuine headers over a body whose event says something else.
 fn tampered(original: &PlannedDelivery, rng: &mut Rng) -> PlannedDelivery {
     let mut value: serde_json::Value = serde_json::from_slice(&original.body).unwrap_or_default();
-    if rng.chance(0.5) {
+    if rng.f64() < 0.5 {
         value["type"] = "email.delivered".into();
     } else {
         value["data"]["recipient"] = "attacker@example.net".into();
@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn lifecycles_have_the_budgeted_length() {
-        let mut rng = Rng::new(7);
+        let mut rng = Rng::with_seed(7);
         for budget in 1..20 {
             for _ in 0..50 {
                 let kinds = lifecycle(&mut rng, budget);

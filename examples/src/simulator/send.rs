@@ -1,19 +1,22 @@
-//! Sending: workers over HTTP/1.1 connections, signing each attempt, retrying.
+//! Sending: workers sharing one pooled HTTP/1.1 client (hyper-util), signing
+//! each attempt, retrying with backon's exponential backoff and jitter.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use backon::{BackoffBuilder as _, ExponentialBuilder};
 use bytes::Bytes;
-use http::{HeaderValue, Request, header};
+use hdrhistogram::Histogram;
+use http::{HeaderValue, Request, Uri, header};
 use http_body_util::{BodyExt as _, Full};
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use webhooks_core::DUPLICATE_HEADER;
 
 use super::{
-    Answer, Intent, Outcome, Plan, PlannedDelivery, Rng, STALE_BY, SimulatorConfig, SimulatorError,
+    Answer, Intent, Outcome, Plan, PlannedDelivery, STALE_BY, SimulatorConfig, SimulatorError,
     Summary, unix_millis,
 };
 use crate::schemes::SchemeSigner;
@@ -26,7 +29,10 @@ use crate::schemes::SchemeSigner;
 /// are outcomes, not errors.
 pub async fn run(config: &SimulatorConfig, plan: &Plan) -> Result<Summary, SimulatorError> {
     config.check()?;
-    let target = Arc::new(Target::parse(&config.url)?);
+    let target = target(&config.url)?;
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client = Client::builder(TokioExecutor::new()).build(connector);
     let genuine = config
         .scheme
         .signer(&config.secret)
@@ -41,26 +47,36 @@ pub async fn run(config: &SimulatorConfig, plan: &Plan) -> Result<Summary, Simul
     let mut workers = tokio::task::JoinSet::new();
     for w in 0..config.concurrency {
         let worker = Worker {
-            target: Arc::clone(&target),
+            target: target.clone(),
+            client: client.clone(),
             genuine: genuine.clone(),
             forger: forger.clone(),
             config: config.clone(),
-            rng: Rng::new(config.seed ^ (0x9e37_79b9 * (w as u64 + 1))),
-            sender: None,
+            backoff: ExponentialBuilder::new()
+                .with_min_delay(config.base_backoff)
+                .with_max_delay(config.max_backoff)
+                .with_factor(2.0)
+                .with_jitter()
+                .with_jitter_seed(config.seed ^ (0x9e37_79b9 * (w as u64 + 1)))
+                .without_max_times(),
         };
         let deliveries = Arc::clone(&deliveries);
         let next = Arc::clone(&next);
         workers.spawn(worker.run(deliveries, next));
     }
     let mut outcomes: Vec<(usize, Outcome)> = Vec::with_capacity(deliveries.len());
-    let mut latencies = Vec::new();
+    // Microseconds, 1 µs to an hour, three significant digits.
+    let mut latencies = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+        .map_err(|e| SimulatorError::Config(format!("latency histogram: {e}")))?;
     while let Some(done) = workers.join_next().await {
-        let (mut o, mut l) = done.expect("simulator worker panicked");
+        let (mut o, l) = done.expect("simulator worker panicked");
         outcomes.append(&mut o);
-        latencies.append(&mut l);
+        for latency in l {
+            let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+            latencies.saturating_record(micros.max(1));
+        }
     }
     outcomes.sort_by_key(|(i, _)| *i);
-    latencies.sort();
     let outcomes: Vec<Outcome> = outcomes.into_iter().map(|(_, o)| o).collect();
     let retries = outcomes
         .iter()
@@ -74,46 +90,27 @@ pub async fn run(config: &SimulatorConfig, plan: &Plan) -> Result<Summary, Simul
     })
 }
 
-/// `http://authority/path`, split.
-#[derive(Debug)]
-struct Target {
-    authority: String,
-    path: String,
-}
-
-impl Target {
-    fn parse(url: &str) -> Result<Self, SimulatorError> {
-        let bad = |why: &str| SimulatorError::Config(format!("--url: {why}"));
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| bad("only plain http://host:port/path URLs are supported"))?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if authority.is_empty() {
-            return Err(bad("no host"));
-        }
-        let authority = if authority.contains(':') && !authority.ends_with(']') {
-            authority.to_owned()
-        } else {
-            format!("{authority}:80")
-        };
-        Ok(Self {
-            authority,
-            path: path.to_owned(),
-        })
+/// The target as an absolute `http://` URI (the client has no TLS).
+fn target(url: &str) -> Result<Uri, SimulatorError> {
+    let bad = |why: &str| SimulatorError::Config(format!("--url: {why}"));
+    let uri: Uri = url.parse().map_err(|_| bad("not a URL"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(bad("only plain http://host:port/path URLs are supported"));
     }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(bad("no host"));
+    }
+    Ok(uri)
 }
 
-/// One connection's worth of sending: takes deliveries until none are left.
+/// One in-flight delivery at a time: takes deliveries until none are left.
 struct Worker {
-    target: Arc<Target>,
+    target: Uri,
+    client: Client<HttpConnector, Full<Bytes>>,
     genuine: SchemeSigner,
     forger: SchemeSigner,
     config: SimulatorConfig,
-    rng: Rng,
-    sender: Option<SendRequest<Full<Bytes>>>,
+    backoff: ExponentialBuilder,
 }
 
 /// The answer to one attempt.
@@ -149,6 +146,7 @@ impl Worker {
         latencies: &mut Vec<Duration>,
     ) -> Outcome {
         let mut attempts = 0;
+        let mut backoff = self.backoff.build();
         loop {
             attempts += 1;
             let started = Instant::now();
@@ -158,11 +156,7 @@ impl Worker {
             latencies.push(started.elapsed());
             let retry_after = match &result {
                 Ok(a) if a.status == 409 || a.status == 429 || a.status >= 500 => a.retry_after,
-                Ok(_) => None,
-                Err(_) => {
-                    self.sender = None;
-                    None
-                }
+                _ => None,
             };
             let retryable = match &result {
                 Ok(a) => a.status == 409 || a.status == 429 || a.status >= 500,
@@ -184,23 +178,14 @@ impl Worker {
                     answer,
                 };
             }
-            tokio::time::sleep(self.backoff(attempts, retry_after)).await;
+            // backon: base × 2ⁿ up to the maximum, plus a random jitter of up
+            // to the same again; and at least the `Retry-After` asked for.
+            let jittered = backoff.next().unwrap_or(self.config.max_backoff);
+            let asked = retry_after
+                .unwrap_or_default()
+                .min(self.config.max_retry_after);
+            tokio::time::sleep(jittered.max(asked)).await;
         }
-    }
-
-    /// Exponential backoff with equal jitter, and at least `Retry-After`.
-    fn backoff(&mut self, attempts: u32, retry_after: Option<Duration>) -> Duration {
-        let exp = self
-            .config
-            .base_backoff
-            .saturating_mul(1 << attempts.saturating_sub(1).min(16))
-            .min(self.config.max_backoff);
-        let half = exp / 2;
-        let jittered = half + half.mul_f64(self.rng.unit());
-        let asked = retry_after
-            .unwrap_or_default()
-            .min(self.config.max_retry_after);
-        jittered.max(asked)
     }
 
     async fn attempt(&mut self, delivery: &PlannedDelivery) -> Result<Attempt, String> {
@@ -222,18 +207,17 @@ impl Worker {
                 signed_body,
             )
             .map_err(|e| e.to_string())?;
-        let mut request = Request::post(&self.target.path)
-            .header(header::HOST, &self.target.authority)
+        let mut request = Request::post(self.target.clone())
             .header(header::CONTENT_TYPE, "application/json")
             .body(Full::new(delivery.body.clone()))
             .map_err(|e| e.to_string())?;
         request.headers_mut().extend(headers);
 
-        let sender = self.sender().await?;
-        let response = sender.send_request(request).await.map_err(|e| {
-            self.sender = None;
-            short(&e.to_string())
-        })?;
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| short(&transport_error(&e)))?;
         let status = response.status().as_u16();
         let header_text = |name: &str| {
             response
@@ -264,31 +248,15 @@ impl Worker {
             reason,
         })
     }
+}
 
-    /// The open connection, or a new one.
-    async fn sender(&mut self) -> Result<&mut SendRequest<Full<Bytes>>, String> {
-        if let Some(sender) = &mut self.sender
-            && sender.ready().await.is_err()
-        {
-            self.sender = None;
-        }
-        if self.sender.is_none() {
-            let stream = TcpStream::connect(&self.target.authority)
-                .await
-                .map_err(|e| format!("connect: {}", e.kind()))?;
-            let _ = stream.set_nodelay(true);
-            let (sender, connection) = http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| short(&e.to_string()))?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            self.sender = Some(sender);
-        }
-        self.sender
-            .as_mut()
-            .ok_or_else(|| "no connection".to_owned())
+/// A client error's innermost cause (`connection refused`, not "client error (Connect)").
+fn transport_error(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = error;
+    while let Some(source) = inner.source() {
+        inner = source;
     }
+    inner.to_string()
 }
 
 /// The first line of a message, printable ASCII only, at most 40 characters.
@@ -307,16 +275,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_are_split() {
-        let t = Target::parse("http://127.0.0.1:8080/webhooks/email").unwrap();
-        assert_eq!(
-            (t.authority.as_str(), t.path.as_str()),
-            ("127.0.0.1:8080", "/webhooks/email")
-        );
-        assert_eq!(
-            Target::parse("http://localhost").unwrap().authority,
-            "localhost:80"
-        );
-        assert!(Target::parse("https://example.com/").is_err());
+    fn only_plain_http_urls() {
+        let t = target("http://127.0.0.1:8080/webhooks/email").unwrap();
+        assert_eq!(t.authority().unwrap().as_str(), "127.0.0.1:8080");
+        assert_eq!(t.path(), "/webhooks/email");
+        assert!(target("http://localhost").is_ok());
+        assert!(target("https://example.com/").is_err());
+        assert!(target("/no/host").is_err());
     }
 }

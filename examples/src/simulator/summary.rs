@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use hdrhistogram::Histogram;
+
 use super::Intent;
 
 /// How one delivery ended.
@@ -59,8 +61,9 @@ pub struct Summary {
     pub outcomes: Vec<Outcome>,
     /// Attempts beyond the first, in all.
     pub retries: u64,
-    /// Every attempt's latency, sorted.
-    pub latencies: Vec<Duration>,
+    /// Every attempt's latency, in microseconds (hdrhistogram, three
+    /// significant digits).
+    pub latencies: Histogram<u64>,
     /// Wall time of the run.
     pub elapsed: Duration,
 }
@@ -121,9 +124,8 @@ impl Summary {
     /// The latency below which `p` (0–1) of the attempts fall.
     #[must_use]
     pub fn percentile(&self, p: f64) -> Option<Duration> {
-        let last = self.latencies.len().checked_sub(1)?;
-        let index = ((last as f64) * p).round() as usize;
-        self.latencies.get(index.min(last)).copied()
+        (!self.latencies.is_empty())
+            .then(|| Duration::from_micros(self.latencies.value_at_quantile(p)))
     }
 }
 

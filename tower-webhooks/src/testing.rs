@@ -1,0 +1,62 @@
+//! Signed test requests for your axum handlers: `POST` a delivery signed as
+//! the provider would sign it (now, with a fresh id) and send it through your
+//! router with `oneshot`.
+//!
+//! ```
+//! use axum::{Router, http::StatusCode, routing::post};
+//! use tower::ServiceExt as _; // for `oneshot`
+//! use tower_webhooks::{VerifiedWebhook, WebhookLayer, testing::signed_request};
+//! use webhooks_core::scheme::StandardWebhooks;
+//!
+//! #[derive(serde::Deserialize)]
+//! struct EmailEvent {
+//!     r#type: String,
+//! }
+//!
+//! async fn on_email(VerifiedWebhook(event): VerifiedWebhook<EmailEvent>) -> StatusCode {
+//!     assert_eq!(event.r#type, "email.sent");
+//!     StatusCode::NO_CONTENT
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let verifier = StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?;
+//! let app: Router = Router::new().route(
+//!     "/webhooks/email",
+//!     post(on_email).route_layer(WebhookLayer::new(verifier.clone())),
+//! );
+//!
+//! let request = signed_request(&verifier, "/webhooks/email", r#"{"type":"email.sent"}"#)?;
+//! let response = app.oneshot(request).await?;
+//! assert_eq!(response.status(), StatusCode::NO_CONTENT);
+//! # Ok(()) }
+//! ```
+
+use axum_core::body::Body;
+use http::{Method, Request, header};
+use webhooks_core::ConfigError;
+pub use webhooks_core::testing::{SignTest, TestDelivery};
+
+/// A `POST` to `uri` carrying `delivery`, signed by `scheme` as its provider
+/// would sign it (now, with a fresh delivery id, unless the
+/// [`TestDelivery`] says otherwise), with `Content-Type: application/json`.
+///
+/// # Errors
+///
+/// [`ConfigError`] when the scheme cannot sign, or `uri` is not a valid URI.
+pub fn signed_request(
+    scheme: &impl SignTest,
+    uri: &str,
+    delivery: impl Into<TestDelivery>,
+) -> Result<Request<Body>, ConfigError> {
+    let delivery = delivery.into();
+    let headers = delivery.signed_headers(scheme)?;
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(delivery.body().clone()))
+        .map_err(|_| ConfigError::Setting("test request URI is not a valid URI"))?;
+    request.headers_mut().extend(headers);
+    Ok(request)
+}
