@@ -831,6 +831,8 @@ impl ReceiverBuilder {
     /// when it stops renewing (default 60 s). While the handler runs the
     /// lease is renewed every third of it, so a slow handler keeps its
     /// delivery; the lease bounds how long a crashed process blocks retries.
+    /// A handler that never returns keeps its delivery: bound handlers with a
+    /// timeout (dropping the request future releases the claim).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.inner.lease = lease;
         self
