@@ -31,6 +31,7 @@ mod public_url;
 pub mod receiver;
 mod rejection;
 pub mod scheme;
+pub mod signals;
 mod verify;
 
 pub use delivery::Delivery;

@@ -70,6 +70,7 @@ use tokio::sync::oneshot;
 use tracing::{Instrument as _, field};
 
 use crate::dedup::{Claim, ClaimToken, DedupStore, Transition};
+use crate::signals::{Signals, StoreOp};
 use crate::{Delivery, Rejection, RequestHead, RequestVerifier, Verified};
 
 /// The default body limit: 1 MiB.
@@ -132,6 +133,7 @@ struct Inner {
     complete_retry: Duration,
     on_reject: Option<RejectFn>,
     clock: Clock,
+    signals: Arc<Signals>,
 }
 
 /// The configured receive pipeline. Cheap to clone (one `Arc`).
@@ -249,7 +251,25 @@ impl Receiver {
     pub async fn admit(&self, head: RequestHead<'_>, body: Bytes) -> Result<Admission, Rejection> {
         let inner = &self.inner;
         let now = (inner.clock)();
-        let verified = inner.verifier.verify_request(head, &body, now).await?;
+        let scheme = inner.verifier.scheme();
+        let observer = Observer {
+            signals: Arc::clone(&inner.signals),
+            scheme,
+        };
+        let verify_started = Instant::now();
+        let verified = match inner.verifier.verify_request(head, &body, now).await {
+            Ok(verified) => {
+                let took = verify_started.elapsed();
+                inner.signals.verified(scheme, &verified.matched_key, took);
+                verified
+            }
+            Err(error) => {
+                inner
+                    .signals
+                    .verify_failed(scheme, verify_started.elapsed());
+                return Err(error.into());
+            }
+        };
         let span = tracing::Span::current();
         span.record("scheme", verified.scheme);
         if let Some(id) = &verified.id {
@@ -258,23 +278,31 @@ impl Receiver {
         span.record("key", field::display(&verified.matched_key));
 
         let Some(store) = &inner.store else {
-            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)));
+            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
         };
         let id = match &inner.key_fn {
             Some(f) => f(&verified, &body),
             None => verified.dedup_id(&body),
         };
         let Some(id) = id else {
-            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)));
+            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
         };
         let key = store_key(&inner.namespace, verified.dedup_key(&inner.namespace, &id));
         let token = ClaimToken::random();
-        match store.claim(&key, token, inner.lease).await {
+        let claim_started = Instant::now();
+        let claimed = store.claim(&key, token, inner.lease).await;
+        inner.signals.claimed(scheme, claim_started.elapsed());
+        if claimed.is_err() {
+            inner.signals.store_error(scheme, StoreOp::Claim);
+        }
+        match claimed {
             Ok(Claim::Claimed) => {
-                let claim = ClaimGuard::start(Arc::clone(store), &key, token, inner);
+                let claim =
+                    ClaimGuard::start(Arc::clone(store), &key, token, inner, observer.clone());
                 Ok(Admission {
                     claim: Some(claim),
                     delivery: Delivery::new(verified, Some(key), body),
+                    observer: Some(observer),
                 })
             }
             Ok(Claim::InFlight { retry_after }) => Err(Rejection::InFlight {
@@ -285,23 +313,26 @@ impl Receiver {
                     .max(Duration::from_secs(1)),
             }),
             Ok(Claim::Completed) => Err(Rejection::Duplicate),
-            Err(error) => match inner.store_failure {
-                StoreFailure::Closed if error.is_permanent() => {
-                    tracing::error!(error = %error, "dedup store refused the key at claim; answering 400");
-                    Err(Rejection::IdRefused)
+            Err(error) => {
+                match inner.store_failure {
+                    StoreFailure::Closed if error.is_permanent() => {
+                        tracing::error!(error = %error, "dedup store refused the key at claim; answering 400");
+                        Err(Rejection::IdRefused)
+                    }
+                    StoreFailure::Closed => {
+                        tracing::error!(error = %error, "dedup store unavailable at claim; answering 503");
+                        Err(Rejection::StoreUnavailable {
+                            retry_after: inner.store_retry_after,
+                        })
+                    }
+                    StoreFailure::Open => {
+                        tracing::warn!(error = %error, "dedup store failed at claim; running the handler without deduplication (fail-open)");
+                        // Nothing was claimed: the delivery carries no dedup key.
+                        Ok(Admission::unclaimed(Delivery::new(verified, None, body))
+                            .observed(observer))
+                    }
                 }
-                StoreFailure::Closed => {
-                    tracing::error!(error = %error, "dedup store unavailable at claim; answering 503");
-                    Err(Rejection::StoreUnavailable {
-                        retry_after: inner.store_retry_after,
-                    })
-                }
-                StoreFailure::Open => {
-                    tracing::warn!(error = %error, "dedup store failed at claim; running the handler without deduplication (fail-open)");
-                    // Nothing was claimed: the delivery carries no dedup key.
-                    Ok(Admission::unclaimed(Delivery::new(verified, None, body)))
-                }
-            },
+            }
         }
     }
 
@@ -334,6 +365,9 @@ impl Receiver {
         Fut: Future<Output = T>,
     {
         self.traced(async {
+            self.inner
+                .signals
+                .body_read(self.inner.verifier.scheme(), body.len());
             let admission = self.admit(request.head(), body).await?;
             admission
                 .run(|delivery| handler(request, delivery), status_of)
@@ -367,6 +401,9 @@ impl Receiver {
         self.traced(async {
             self.check_head(request.head().headers)?;
             let body = self.read_body(read_body).await?;
+            self.inner
+                .signals
+                .body_read(self.inner.verifier.scheme(), body.len());
             let admission = self.admit(request.head(), body).await?;
             admission
                 .run(|delivery| handler(request, delivery), status_of)
@@ -380,28 +417,41 @@ impl Receiver {
         &self,
         work: impl Future<Output = Result<T, Rejection>>,
     ) -> Result<T, Rejection> {
+        let scheme = self.inner.verifier.scheme();
         let span = tracing::info_span!(
             "webhook",
-            scheme = field::Empty,
+            scheme,
+            route = %self.inner.namespace,
             id = field::Empty,
             key = field::Empty,
             outcome = field::Empty,
             status = field::Empty,
-            latency_ms = field::Empty,
+            latency_us = field::Empty,
         );
         let started = Instant::now();
+        self.inner.signals.received(scheme);
         let result = work.instrument(span.clone()).await;
         let _enter = span.enter();
-        span.record("latency_ms", started.elapsed().as_secs_f64() * 1000.0);
+        span.record(
+            "latency_us",
+            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
         match &result {
+            // Per-delivery success stays below INFO: enable DEBUG for the
+            // `webhooks_core` target (or read the span) to see each one.
             Ok(_) => tracing::debug!("webhook handled"),
             Err(rejection) => {
+                self.inner.signals.rejected(scheme, rejection);
                 span.record("outcome", rejection.kind());
                 span.record("status", rejection.status().as_u16());
-                if rejection.status().is_server_error() {
-                    tracing::warn!(reason = %rejection, "webhook not processed");
-                } else {
-                    tracing::info!(reason = %rejection, "webhook refused");
+                match rejection {
+                    Rejection::Duplicate | Rejection::InFlight { .. } => {
+                        tracing::debug!(reason = %rejection, "webhook retry acknowledged");
+                    }
+                    r if r.status().is_server_error() => {
+                        tracing::warn!(reason = %rejection, "webhook not processed");
+                    }
+                    _ => tracing::info!(reason = %rejection, "webhook refused"),
                 }
             }
         }
@@ -450,6 +500,28 @@ pub struct Admission {
     pub delivery: Delivery,
     /// The claim, when the delivery is deduplicated.
     pub claim: Option<ClaimGuard>,
+    observer: Option<Observer>,
+}
+
+/// Where a delivery's handler outcome and store failures are reported.
+#[derive(Clone)]
+struct Observer {
+    signals: Arc<Signals>,
+    scheme: &'static str,
+}
+
+impl Observer {
+    fn store_error(&self, op: StoreOp) {
+        self.signals.store_error(self.scheme, op);
+    }
+}
+
+impl fmt::Debug for Observer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observer")
+            .field("scheme", &self.scheme)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Admission {
@@ -457,7 +529,13 @@ impl Admission {
         Self {
             delivery,
             claim: None,
+            observer: None,
         }
+    }
+
+    fn observed(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Runs `handler` with the delivery, catching panics, then completes the
@@ -475,7 +553,12 @@ impl Admission {
         F: FnOnce(Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
-        let Self { delivery, claim } = self;
+        let Self {
+            delivery,
+            claim,
+            observer,
+        } = self;
+        let handler_started = Instant::now();
         let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| handler(delivery))) {
             Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
             Err(panic) => Err(panic),
@@ -484,8 +567,18 @@ impl Admission {
         match outcome {
             Ok(output) => {
                 let status = status_of(&output);
+                if let Some(o) = &observer {
+                    o.signals
+                        .handled(o.scheme, Some(status), handler_started.elapsed());
+                }
                 span.record("status", status);
                 let success = (200..300).contains(&status);
+                if !success {
+                    tracing::warn!(
+                        status,
+                        "webhook handler did not succeed; claim released for the sender's retry"
+                    );
+                }
                 span.record(
                     "outcome",
                     if success {
@@ -504,6 +597,9 @@ impl Admission {
                 Ok(output)
             }
             Err(_) => {
+                if let Some(o) = &observer {
+                    o.signals.handled(o.scheme, None, handler_started.elapsed());
+                }
                 tracing::error!("webhook handler panicked; claim released");
                 if let Some(claim) = claim {
                     claim.release().await;
@@ -562,11 +658,18 @@ struct Settle {
     settled: Arc<tokio::sync::Mutex<bool>>,
     /// Dropped (with this value) to stop the renewal task.
     _stop_renewal: Option<oneshot::Sender<()>>,
+    observer: Observer,
 }
 
 impl ClaimGuard {
     /// A guard on a fresh claim, with its lease renewal started.
-    fn start(store: Arc<dyn DedupStore>, key: &str, token: ClaimToken, inner: &Inner) -> Self {
+    fn start(
+        store: Arc<dyn DedupStore>,
+        key: &str,
+        token: ClaimToken,
+        inner: &Inner,
+        observer: Observer,
+    ) -> Self {
         let key: Arc<str> = Arc::from(key);
         let settled = Arc::new(tokio::sync::Mutex::new(false));
         let stop_renewal = tokio::runtime::Handle::try_current().ok().map(|runtime| {
@@ -578,6 +681,7 @@ impl ClaimGuard {
                 inner.lease,
                 Arc::clone(&settled),
                 stopped,
+                observer.clone(),
             ));
             stop
         });
@@ -592,6 +696,7 @@ impl ClaimGuard {
                 complete_retry: inner.complete_retry,
                 settled,
                 _stop_renewal: stop_renewal,
+                observer,
             }),
         }
     }
@@ -674,10 +779,12 @@ impl Settle {
                     return report(false);
                 }
                 Err(error) if error.is_permanent() => {
+                    self.observer.store_error(StoreOp::Complete);
                     tracing::error!(key = %self.key, error = %error, "complete refused for good by the store; a retry may run the handler again");
                     return report(false);
                 }
                 Err(error) => {
+                    self.observer.store_error(StoreOp::Complete);
                     report(false);
                     if started.elapsed() + delay > self.complete_retry {
                         tracing::error!(key = %self.key, error = %error, attempt, "complete failed after a 2xx; giving up, a retry may run the handler again");
@@ -700,7 +807,8 @@ impl Settle {
             Ok(Transition::Applied) => true,
             Ok(Transition::Stale) => false,
             Err(error) => {
-                tracing::warn!(key = %self.key, error = %error, "release failed; the lease will expire instead");
+                self.observer.store_error(StoreOp::Release);
+                tracing::error!(key = %self.key, error = %error, "release failed; the lease will expire instead");
                 false
             }
         }
@@ -715,6 +823,7 @@ async fn renew(
     lease: Duration,
     settled: Arc<tokio::sync::Mutex<bool>>,
     mut stop: oneshot::Receiver<()>,
+    observer: Observer,
 ) {
     let every = (lease / 3).max(MIN_RENEWAL);
     loop {
@@ -733,7 +842,8 @@ async fn renew(
                 return;
             }
             Err(error) => {
-                tracing::warn!(key = %key, error = %error, "lease renewal failed; trying again at the next renewal");
+                observer.store_error(StoreOp::Extend);
+                tracing::error!(key = %key, error = %error, "lease renewal failed; trying again at the next renewal");
             }
         }
     }
@@ -791,6 +901,7 @@ impl ReceiverBuilder {
                 complete_retry: DEFAULT_COMPLETE_RETRY,
                 on_reject: None,
                 clock: Arc::new(SystemTime::now),
+                signals: Arc::new(Signals::new(DEFAULT_NAMESPACE)),
             },
         }
     }
@@ -916,7 +1027,8 @@ impl ReceiverBuilder {
     }
 
     /// The pipeline.
-    pub fn build(self) -> Receiver {
+    pub fn build(mut self) -> Receiver {
+        self.inner.signals = Arc::new(Signals::new(&self.inner.namespace));
         Receiver {
             inner: Arc::new(self.inner),
         }

@@ -219,6 +219,13 @@ impl Verified {
 /// assert_eq!(verified.id.as_deref(), Some("msg_p5jXN8AQM9LWM0D4loKWxJek"));
 /// ```
 pub trait Verifier: Send + Sync {
+    /// The scheme's name, as [`Verified::scheme`] reports it (`"stripe"`…):
+    /// the `scheme` label of the pipeline's metrics and tracing span, known
+    /// before a request verifies. Defaults to `"custom"`.
+    fn scheme(&self) -> &'static str {
+        "custom"
+    }
+
     /// Verifies one request.
     ///
     /// # Errors
@@ -252,6 +259,10 @@ pub trait Verifier: Send + Sync {
 }
 
 impl<V: Verifier + ?Sized> Verifier for Arc<V> {
+    fn scheme(&self) -> &'static str {
+        (**self).scheme()
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -272,6 +283,10 @@ impl<V: Verifier + ?Sized> Verifier for Arc<V> {
 }
 
 impl<V: Verifier + ?Sized> Verifier for Box<V> {
+    fn scheme(&self) -> &'static str {
+        (**self).scheme()
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -370,6 +385,11 @@ impl<'a> RequestHead<'a> {
 /// verifying needs I/O or the request path, as the per-tenant key lookup does.
 #[async_trait::async_trait]
 pub trait RequestVerifier: Send + Sync {
+    /// The scheme's name (see [`Verifier::scheme`]). Defaults to `"custom"`.
+    fn scheme(&self) -> &'static str {
+        "custom"
+    }
+
     /// Verifies one request.
     ///
     /// # Errors
@@ -385,6 +405,10 @@ pub trait RequestVerifier: Send + Sync {
 
 #[async_trait::async_trait]
 impl<V: Verifier + ?Sized> RequestVerifier for V {
+    fn scheme(&self) -> &'static str {
+        Verifier::scheme(self)
+    }
+
     async fn verify_request(
         &self,
         head: RequestHead<'_>,

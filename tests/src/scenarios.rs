@@ -820,6 +820,125 @@ async fn stalled_body_is_408(env: Env) -> Outcome {
     Ok(())
 }
 
+async fn metrics_count_each_outcome(env: Env) -> Outcome {
+    let spec = env.spec();
+    let route = spec.namespace.clone();
+    let app = env.framework.start(&spec).await?;
+    expect(
+        &send(&app, &delivery("/hook", "msg_m1", BODY)?).await?,
+        204,
+        "first",
+    )?;
+    expect(
+        &send(&app, &delivery("/hook", "msg_m1", BODY)?).await?,
+        200,
+        "duplicate",
+    )?;
+    let old = keys::hmac(keys::OLD_SECRET).map_err(|e| e.to_string())?;
+    let rotated =
+        signed_with(&old, "/hook", "msg_m2", keys::now(), BODY)?.header(MODE_HEADER, "fail");
+    expect(
+        &send(&app, &rotated).await?,
+        500,
+        "handler failure, rotated secret",
+    )?;
+    let panics = delivery("/hook", "msg_m3", BODY)?.header(MODE_HEADER, "panic-once");
+    expect(&send(&app, &panics).await?, 500, "handler panic")?;
+    let foreign = keys::hmac(keys::FOREIGN_SECRET).map_err(|e| e.to_string())?;
+    let forged = signed_with(&foreign, "/hook", "msg_m4", keys::now(), BODY)?;
+    expect(&send(&app, &forged).await?, 401, "forgery")?;
+    let stale = signed_with(&signer()?, "/hook", "msg_m5", keys::now() - 301, BODY)?;
+    expect(&send(&app, &stale).await?, 401, "stale")?;
+    expect(
+        &send(&app, &Request::post("/hook", BODY.to_vec())).await?,
+        400,
+        "unsigned",
+    )?;
+    let big = delivery("/hook", "msg_m6", b"")?.header("content-length", (LIMIT + 1).to_string());
+    expect(&send(&app, &big).await?, 413, "too large")?;
+    let s = "standard-webhooks";
+    let want: std::collections::BTreeMap<String, u64> = [
+        (format!("webhooks_body_size_bytes{{scheme={s}}}"), 7),
+        (format!("webhooks_claim_duration_seconds{{scheme={s}}}"), 4),
+        (
+            format!("webhooks_duplicates_total{{scheme={s},state=completed}}"),
+            1,
+        ),
+        (
+            format!("webhooks_handler_duration_seconds{{scheme={s}}}"),
+            3,
+        ),
+        (format!("webhooks_handler_total{{scheme={s},class=2xx}}"), 1),
+        (format!("webhooks_handler_total{{scheme={s},class=5xx}}"), 1),
+        (
+            format!("webhooks_handler_total{{scheme={s},class=panic}}"),
+            1,
+        ),
+        (format!("webhooks_received_total{{scheme={s}}}"), 8),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=missing_header}}"),
+            1,
+        ),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=no_matching_signature}}"),
+            1,
+        ),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=payload_too_large}}"),
+            1,
+        ),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=timestamp_too_old}}"),
+            1,
+        ),
+        (
+            format!("webhooks_verified_total{{scheme={s},key=primary}}"),
+            3,
+        ),
+        (
+            format!("webhooks_verified_total{{scheme={s},key=rotated}}"),
+            1,
+        ),
+        (format!("webhooks_verify_duration_seconds{{scheme={s}}}"), 7),
+    ]
+    .into_iter()
+    .collect();
+    let got = crate::signals::series(&route);
+    ensure!(
+        got == want,
+        "metrics of {route}:\n got {got:#?}\nwant {want:#?}"
+    );
+    Ok(())
+}
+
+async fn metrics_count_store_failures(env: Env) -> Outcome {
+    let mut spec = env.spec();
+    spec.store = env.backend.unreachable().await?;
+    let route = spec.namespace.clone();
+    let app = env.framework.start(&spec).await?;
+    expect(
+        &send(&app, &delivery("/hook", "msg_down", BODY)?).await?,
+        503,
+        "store down",
+    )?;
+    let got = crate::signals::series(&route);
+    let s = "standard-webhooks";
+    for (name, n) in [
+        (
+            format!("webhooks_store_errors_total{{scheme={s},operation=claim}}"),
+            1,
+        ),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=store_unavailable}}"),
+            1,
+        ),
+    ] {
+        ensure!(got.get(&name) == Some(&n), "{name} = {n}, got {got:#?}");
+    }
+    ensure!(app.behaviour.total() == 0, "handler not run");
+    Ok(())
+}
+
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
         /// Every scenario, by name.
@@ -859,4 +978,6 @@ scenarios![
     on_reject_shapes_only_the_body,
     large_body_reaches_byte_extractors,
     stalled_body_is_408,
+    metrics_count_each_outcome,
+    metrics_count_store_failures,
 ];

@@ -130,6 +130,10 @@ fn content(timestamp: &str, body: &[u8]) -> Vec<u8> {
 }
 
 impl Verifier for Discord {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

@@ -139,6 +139,10 @@ impl GitHub {
 }
 
 impl Verifier for GitHub {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

@@ -95,6 +95,10 @@ impl GitLab {
 }
 
 impl Verifier for GitLab {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

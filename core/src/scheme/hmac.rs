@@ -479,6 +479,10 @@ impl GenericHmac {
 }
 
 impl Verifier for GenericHmac {
+    fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
     /// Verifies without the request line: a `{url}` in the signed content is
     /// then the [`PublicUrl`] alone, right only for [`PublicUrl::exact`]
     /// (the receive pipeline calls [`verify_head`](Verifier::verify_head)).

@@ -179,6 +179,10 @@ impl HubSpot {
 }
 
 impl Verifier for HubSpot {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     /// Verifies without the request line: the URL is then the
     /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`].
     fn verify(

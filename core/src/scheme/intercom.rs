@@ -80,6 +80,10 @@ impl Intercom {
 }
 
 impl Verifier for Intercom {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

@@ -95,6 +95,10 @@ impl Linear {
 }
 
 impl Verifier for Linear {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

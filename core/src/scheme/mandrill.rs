@@ -129,6 +129,10 @@ impl Mandrill {
 }
 
 impl Verifier for Mandrill {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     /// Verifies without the request line: the URL is then the
     /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`].
     fn verify(

@@ -101,6 +101,10 @@ impl Paddle {
 }
 
 impl Verifier for Paddle {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

@@ -104,6 +104,10 @@ impl Shopify {
 }
 
 impl Verifier for Shopify {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

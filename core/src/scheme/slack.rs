@@ -113,6 +113,10 @@ fn feed(mac: &mut HmacSha256, timestamp: &str, body: &[u8]) {
 }
 
 impl Verifier for Slack {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

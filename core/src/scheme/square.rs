@@ -120,6 +120,10 @@ impl Square {
 }
 
 impl Verifier for Square {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     /// Verifies without the request line: the URL is then the
     /// [`PublicUrl`] alone, right for [`PublicUrl::exact`] (the usual
     /// configuration for Square).

@@ -181,6 +181,10 @@ fn signed_content(id: &str, timestamp: &[u8], body: &[u8]) -> Vec<u8> {
 }
 
 impl Verifier for StandardWebhooks {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

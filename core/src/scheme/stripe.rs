@@ -192,6 +192,10 @@ fn event_fields(body: &[u8]) -> (Option<String>, Option<String>) {
 }
 
 impl Verifier for Stripe {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

@@ -211,6 +211,10 @@ impl Twilio {
 }
 
 impl Verifier for Twilio {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     /// Verifies without the request line: the URL is then the
     /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`]; the receive
     /// pipeline calls [`verify_head`](Verifier::verify_head).

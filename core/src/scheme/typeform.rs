@@ -78,6 +78,10 @@ impl Typeform {
 }
 
 impl Verifier for Typeform {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

@@ -149,6 +149,10 @@ impl Zoom {
 }
 
 impl Verifier for Zoom {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
