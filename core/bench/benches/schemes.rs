@@ -11,6 +11,11 @@
 //! | `slack` | `Slack::verify` | HMAC-SHA256 of `v0:{ts}:{body}` |
 //! | `shopify` | `Shopify::verify` | HMAC-SHA256 of the body |
 //! | `generic_hmac` | `GenericHmac` configured like GitHub (`x-hub-signature-256`, `sha256=` hex, delivery and event headers) | HMAC-SHA256 of the body |
+//! | `v1a_flood_1mib` | the worst unsigned request: a 1 MiB body, 32 well-formed `v1a,` entries none of which match, 2 trusted public keys; `v1_flood` is the same with 32 `v1,` entries and 2 secrets | one `verify_strict` over the 1 MiB content |
+//! | `sendgrid` | `SendGrid::verify`, one public key (also hashes the body for the id, reads the events' types) | ECDSA P-256 `verify_prehash` of SHA-256(`{ts}{body}`), key and signature already parsed |
+//! | `mailgun` | `Mailgun::verify` of a 1 KiB JSON event (finds the `signature` object in the body) | `raw`: HMAC-SHA256 of `{timestamp}{token}`; `raw_with_parse`: the same after a borrowed serde_json parse of the `signature` object, which any verifier must do |
+//! | `postmark` | `Postmark::verify` (Basic credentials as SHA-256 digests, id from the body) | base64-decode the header, constant-time compare with `user:password` |
+//! | `sns` | `Sns::verify_request` on a cached certificate, `SignatureVersion` 2, the 1 KiB body as `Message` (parses the JSON, builds the canonical string) | RSA-2048 PKCS#1 v1.5 verify of SHA-256 of the canonical string, built beforehand |
 //!
 //! The raw HMAC (hmac 0.13 + sha2 0.11) keys a fresh state with
 //! `new_from_slice`, feeds the pieces with `update`, finalizes and compares
@@ -253,7 +258,253 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let raw = || raw_hmac(SECRET, &[&body], &tag);
     group(c, "shopify", &raw, &ours, &headers, &body, &[]);
+
+    v1a_flood(c);
 }
 
-criterion_group!(benches, bench);
+/// The worst request an attacker without a key can send a v1a receiver: the
+/// largest body (1 MiB, the default limit) with 32 structurally valid `v1a`
+/// signatures (real signatures, by a key nobody trusts, of other content),
+/// verified against 2 trusted public keys. Rejected, so the time is what one
+/// forged request costs. Next to it: the same flood of `v1` entries against
+/// 2 HMAC secrets, and one honest ed25519 check of the same content.
+fn v1a_flood(c: &mut Criterion) {
+    const MIB: usize = 1024 * 1024;
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(TS);
+    let body = vec![b'x'; MIB];
+    let ts_text = TS.to_string();
+    let trusted = [
+        Signer::ed25519(ED25519_SECRET).expect("ed25519 signer"),
+        Signer::ed25519("whsk_CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=")
+            .expect("ed25519 signer"),
+    ];
+    let attacker = Signer::ed25519("whsk_CQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQk=")
+        .expect("ed25519 signer");
+    let ours = trusted
+        .iter()
+        .fold(StandardWebhooks::builder(), |b, s| {
+            b.public_key(s.public_key().expect("a public key"))
+        })
+        .build()
+        .expect("v1a verifier");
+    let flood = (0..32)
+        .map(|i| attacker.sign(&format!("other_{i}"), TS, b"{}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut headers = trusted[0].headers(ID, TS, &body).expect("v1a headers");
+    headers.insert("webhook-signature", flood.parse().unwrap());
+
+    let hmac = StandardWebhooks::builder()
+        .secret(STANDARD_SECRET)
+        .secret("whsec_dGhlIG9sZCBzZWNyZXQ=")
+        .build()
+        .expect("v1 verifier");
+    let v1_flood = (0..32)
+        .map(|i| format!("v1,{}", B64.encode([i as u8; 32])))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut v1_headers = headers.clone();
+    v1_headers.insert("webhook-signature", v1_flood.parse().unwrap());
+
+    let content = [ID.as_bytes(), b".", ts_text.as_bytes(), b".", &body].concat();
+    let honest = trusted[0].sign(ID, TS, &body);
+    let sig: [u8; 64] = B64
+        .decode(honest.trim_start_matches("v1a,"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let sig = ed25519_dalek::Signature::from_bytes(&sig);
+    let pk: [u8; 32] = B64
+        .decode(trusted[0].public_key().unwrap().trim_start_matches("whpk_"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let pk = ed25519_dalek::VerifyingKey::from_bytes(&pk).unwrap();
+    assert!(pk.verify_strict(&content, &sig).is_ok());
+    assert!(
+        ours.verify(&headers, &body, now).is_err(),
+        "the flood is refused"
+    );
+    assert!(
+        hmac.verify(&v1_headers, &body, now).is_err(),
+        "the v1 flood is refused"
+    );
+
+    let mut group = c.benchmark_group("v1a_flood_1mib");
+    group.throughput(Throughput::Bytes(MIB as u64));
+    group.sample_size(10);
+    group.bench_function("raw_one_check", |b| {
+        b.iter(|| {
+            black_box(&pk)
+                .verify_strict(black_box(&content), &sig)
+                .is_ok()
+        })
+    });
+    group.bench_function("webhooks_core", |b| {
+        b.iter(|| {
+            ours.verify(black_box(&headers), black_box(&body), now)
+                .is_err()
+        })
+    });
+    group.bench_function("v1_flood", |b| {
+        b.iter(|| {
+            hmac.verify(black_box(&v1_headers), black_box(&body), now)
+                .is_err()
+        })
+    });
+    group.finish();
+}
+
+/// The email senders (issue 13): SendGrid, Mailgun, Postmark, Amazon SNS.
+fn bench_email(c: &mut Criterion) {
+    use p256::ecdsa::signature::hazmat::PrehashVerifier as _;
+    use sha2::Digest as _;
+    use webhooks_core::RequestVerifier as _;
+    use webhooks_core::scheme::sns::{self, SignatureVersion, SnsMessage};
+    use webhooks_core::scheme::{Mailgun, Postmark, SendGrid, sendgrid};
+
+    let body = body();
+    let ts_text = TS.to_string();
+
+    // SendGrid: ECDSA P-256 over `{ts}{body}`.
+    let signer = sendgrid::Signer::from_bytes(&[0x5e; 32]).expect("sendgrid signer");
+    let ours = SendGrid::new(signer.public_key()).expect("sendgrid verifier");
+    let headers = signer.sign_headers(TS, &body).expect("sendgrid headers");
+    let key = <p256::ecdsa::VerifyingKey as p256::pkcs8::DecodePublicKey>::from_public_key_der(
+        &B64.decode(signer.public_key()).unwrap(),
+    )
+    .unwrap();
+    let sig = p256::ecdsa::Signature::from_der(
+        &B64.decode(value(&headers, "x-twilio-email-event-webhook-signature"))
+            .unwrap(),
+    )
+    .unwrap();
+    let raw = || {
+        let mut hash = sha2::Sha256::new();
+        hash.update(black_box(ts_text.as_bytes()));
+        hash.update(black_box(&body));
+        black_box(&key)
+            .verify_prehash(&hash.finalize(), black_box(&sig))
+            .is_ok()
+    };
+    group(c, "sendgrid", &raw, &ours, &headers, &body, &[]);
+
+    // Mailgun: HMAC of `{timestamp}{token}` carried in a 1 KiB JSON body.
+    const TOKEN: &str = "5egbgr1vjgqxtrnp65xfznchgdccwh5d6i09vijqi3whgowmn6";
+    let ours = Mailgun::new(SECRET).expect("mailgun verifier");
+    let event: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let mg_body = ours.sign_body(TS, TOKEN, &event);
+    let mg_body = &mg_body[..];
+    let tag = unhex(&ours.sign(TS, TOKEN));
+    let raw = || raw_hmac(SECRET, &[ts_text.as_bytes(), TOKEN.as_bytes()], &tag);
+    #[derive(serde::Deserialize)]
+    struct Sig<'a> {
+        #[serde(borrow)]
+        timestamp: &'a str,
+        #[serde(borrow)]
+        token: &'a str,
+        #[serde(borrow)]
+        signature: &'a str,
+    }
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        signature: Sig<'a>,
+    }
+    let raw_with_parse = || {
+        let parsed: Envelope<'_> = serde_json::from_slice(black_box(mg_body)).unwrap();
+        let expected = unhex(parsed.signature.signature);
+        raw_hmac(
+            SECRET,
+            &[
+                parsed.signature.timestamp.as_bytes(),
+                parsed.signature.token.as_bytes(),
+            ],
+            &expected,
+        )
+    };
+    group(
+        c,
+        "mailgun",
+        &raw,
+        &ours,
+        &HeaderMap::new(),
+        mg_body,
+        &[("raw_with_parse", &raw_with_parse)],
+    );
+
+    // Postmark: Basic credentials.
+    let ours = Postmark::new("postmark", "a-long-random-webhook-password").expect("postmark");
+    let headers = ours.sign_headers().expect("postmark headers");
+    let expected = b"postmark:a-long-random-webhook-password";
+    let raw = || {
+        let value = value(black_box(&headers), "authorization");
+        let decoded = B64.decode(value.trim_start_matches("Basic ")).unwrap();
+        decoded.len() == expected.len()
+            && bool::from(subtle::ConstantTimeEq::ct_eq(&decoded[..], &expected[..]))
+    };
+    group(c, "postmark", &raw, &ours, &headers, &body, &[]);
+
+    // Amazon SNS: RSA over the canonical string, certificate cached.
+    const CERT_URL: &str =
+        "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-bench.pem";
+    const TOPIC: &str = "arn:aws:sns:us-east-1:123456789012:bench";
+    struct Cert;
+    #[async_trait::async_trait]
+    impl sns::CertificateFetcher for Cert {
+        async fn fetch(&self, _url: &str) -> Result<Vec<u8>, sns::FetchError> {
+            Ok(include_bytes!("../../tests/data/sns/test-cert.pem").to_vec())
+        }
+    }
+    let key_der = include_bytes!("../../tests/data/sns/test-key.der");
+    let signer = sns::Signer::from_pkcs8_der(key_der, CERT_URL).expect("sns signer");
+    let message = SnsMessage::notification(
+        "b8c2f4b1-7d2c-5a1e-9c3b-1f2e3d4c5b6a",
+        TOPIC,
+        String::from_utf8(body.clone()).unwrap(),
+        "2023-11-14T22:13:20.000Z",
+    );
+    let sns_body = signer
+        .sign(message.clone(), SignatureVersion::V2)
+        .expect("signed");
+    let ours = sns::Sns::builder(Cert).topic_arn(TOPIC).build().expect("sns");
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let empty = HeaderMap::new();
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(TS);
+    let verify_ours = || {
+        rt.block_on(ours.verify_request(
+            webhooks_core::RequestHead::new("/sns", black_box(&empty)),
+            black_box(&sns_body),
+            now,
+        ))
+        .is_ok()
+    };
+    assert!(verify_ours(), "sns: ours accepts (and caches the certificate)");
+    let canonical = format!(
+        "Message\n{}\nMessageId\n{}\nTimestamp\n{}\nTopicArn\n{}\nType\nNotification\n",
+        message.message, message.message_id, message.timestamp, message.topic_arn
+    );
+    let signed: SnsMessage = serde_json::from_slice(&sns_body).unwrap();
+    let signature = B64.decode(&signed.signature).unwrap();
+    let private = <rsa::PrivateKey as rsa::pkcs8::DecodePrivateKey>::from_pkcs8_der(key_der).unwrap();
+    let public = private.to_public_key();
+    let raw = || {
+        let digest = sha2::Sha256::digest(black_box(canonical.as_bytes()));
+        black_box(&public)
+            .verify(
+                rsa::Pkcs1v15Sign::new::<sha2::Sha256>(),
+                &digest,
+                black_box(&signature),
+            )
+            .is_ok()
+    };
+    assert!(raw(), "sns: raw accepts");
+    let mut g = c.benchmark_group("sns");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("raw", |b| b.iter(|| assert!(raw())));
+    g.bench_function("webhooks_core", |b| b.iter(|| assert!(verify_ours())));
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_email);
 criterion_main!(benches);
