@@ -242,8 +242,9 @@ impl Receiver {
     ///
     /// The building block of [`process`](Self::process), public for queue
     /// workers and custom integrations. The returned [`Admission`] must be
-    /// settled; dropping it releases the claim. While it is held, its lease
-    /// is renewed every third of the lease.
+    /// settled; dropping it releases the claim. [`Admission::run`] renews
+    /// the lease while the handler runs; without it, call
+    /// [`ClaimGuard::start_renewal`].
     ///
     /// # Errors
     ///
@@ -558,10 +559,29 @@ impl Admission {
             claim,
             observer,
         } = self;
+        let mut claim = claim;
         let handler_started = Instant::now();
-        let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| handler(delivery))) {
-            Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
-            Err(panic) => Err(panic),
+        let outcome = async {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| handler(delivery))) {
+                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+                Err(panic) => Err(panic),
+            }
+        };
+        let outcome = match claim.as_mut() {
+            // Renewal starts only if the handler outlives one renewal interval:
+            // a quick handler costs a timer, not a task.
+            Some(guard) => {
+                let mut outcome = std::pin::pin!(outcome);
+                let beat = std::pin::pin!(tokio::time::sleep(guard.renewal_interval()));
+                match futures_util::future::select(outcome.as_mut(), beat).await {
+                    Either::Left((output, _)) => output,
+                    Either::Right(((), _)) => {
+                        guard.start_renewal();
+                        outcome.await
+                    }
+                }
+            }
+            None => outcome.await,
         };
         let span = tracing::Span::current();
         match outcome {
@@ -619,10 +639,11 @@ const MIN_RENEWAL: Duration = Duration::from_millis(10);
 
 /// One attempt's claim on a delivery.
 ///
-/// While it is held, a background task renews the lease every third of the
-/// lease ([`DedupStore::extend`]), so a slow handler keeps its delivery; if a
-/// renewal finds that another attempt took over, it stops and says so in the
-/// log (the later `complete` is then refused by the store).
+/// Once [started](Self::start_renewal) (by [`Admission::run`] when the
+/// handler outlives a third of the lease), a background task renews the
+/// lease every third of it ([`DedupStore::extend`]), so a slow handler keeps
+/// its delivery; if a renewal finds that another attempt took over, it stops
+/// and says so in the log (the later `complete` is then refused by the store).
 ///
 /// [`complete`](Self::complete) or [`release`](Self::release) it. Both run as
 /// a task on the tokio runtime that the caller awaits: if the caller's future
@@ -656,8 +677,9 @@ struct Settle {
     /// `true` once settled. The renewal holds it while it calls `extend`, so
     /// a renewal never races a settlement into a misleading "taken over".
     settled: Arc<tokio::sync::Mutex<bool>>,
-    /// Dropped (with this value) to stop the renewal task.
-    _stop_renewal: Option<oneshot::Sender<()>>,
+    /// Dropped (with this value) to stop the renewal task, once started.
+    stop_renewal: Option<oneshot::Sender<()>>,
+    lease: Duration,
     observer: Observer,
 }
 
@@ -672,19 +694,6 @@ impl ClaimGuard {
     ) -> Self {
         let key: Arc<str> = Arc::from(key);
         let settled = Arc::new(tokio::sync::Mutex::new(false));
-        let stop_renewal = tokio::runtime::Handle::try_current().ok().map(|runtime| {
-            let (stop, stopped) = oneshot::channel();
-            runtime.spawn(renew(
-                Arc::clone(&store),
-                Arc::clone(&key),
-                token,
-                inner.lease,
-                Arc::clone(&settled),
-                stopped,
-                observer.clone(),
-            ));
-            stop
-        });
         Self {
             key: Arc::clone(&key),
             token,
@@ -692,10 +701,11 @@ impl ClaimGuard {
                 store,
                 key,
                 token,
+                lease: inner.lease,
                 retention: inner.retention,
                 complete_retry: inner.complete_retry,
                 settled,
-                _stop_renewal: stop_renewal,
+                stop_renewal: None,
                 observer,
             }),
         }
@@ -705,6 +715,25 @@ impl ClaimGuard {
     #[must_use]
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// How often the lease is renewed: a third of the lease (at least 10 ms).
+    #[must_use]
+    pub fn renewal_interval(&self) -> Duration {
+        self.settle
+            .as_ref()
+            .map_or(MIN_RENEWAL, |s| (s.lease / 3).max(MIN_RENEWAL))
+    }
+
+    /// Starts renewing the lease in the background now, then every
+    /// [`renewal_interval`](Self::renewal_interval), until the claim is
+    /// settled or another attempt took over. [`Admission::run`] calls it
+    /// when the handler is still running after one interval; call it
+    /// yourself when you settle the guard without `run`. Idempotent.
+    pub fn start_renewal(&mut self) {
+        if let Some(settle) = self.settle.as_mut() {
+            settle.start_renewal();
+        }
     }
 
     /// Marks the delivery processed. Returns whether the first try applied;
@@ -745,9 +774,30 @@ impl ClaimGuard {
 }
 
 impl Settle {
+    /// Starts the renewal task, unless it runs already or there is no runtime.
+    fn start_renewal(&mut self) {
+        if self.stop_renewal.is_some() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (stop, stopped) = oneshot::channel();
+        runtime.spawn(renew(
+            Arc::clone(&self.store),
+            Arc::clone(&self.key),
+            self.token,
+            self.lease,
+            Arc::clone(&self.settled),
+            stopped,
+            self.observer.clone(),
+        ));
+        self.stop_renewal = Some(stop);
+    }
+
     /// Completes, answering `first` with the first try's outcome and then
     /// retrying a failed try with backoff for up to `complete_retry`.
-    async fn complete(self, first: oneshot::Sender<bool>) {
+    async fn complete(mut self, first: oneshot::Sender<bool>) {
         let mut first = Some(first);
         let mut report = |applied: bool| {
             if let Some(first) = first.take() {
@@ -786,6 +836,8 @@ impl Settle {
                 Err(error) => {
                     self.observer.store_error(StoreOp::Complete);
                     report(false);
+                    // Keep the claim while the completion is retried.
+                    self.start_renewal();
                     if started.elapsed() + delay > self.complete_retry {
                         tracing::error!(key = %self.key, error = %error, attempt, "complete failed after a 2xx; giving up, a retry may run the handler again");
                         return;
@@ -826,10 +878,14 @@ async fn renew(
     observer: Observer,
 ) {
     let every = (lease / 3).max(MIN_RENEWAL);
+    let mut first = true;
     loop {
-        let beat = std::pin::pin!(tokio::time::sleep(every));
-        if let Either::Left(_) = futures_util::future::select(&mut stop, beat).await {
-            return;
+        // Started one interval after the claim: renew at once, then every interval.
+        if !std::mem::take(&mut first) {
+            let beat = std::pin::pin!(tokio::time::sleep(every));
+            if let Either::Left(_) = futures_util::future::select(&mut stop, beat).await {
+                return;
+            }
         }
         let settled = settled.lock().await;
         if *settled {
@@ -942,6 +998,8 @@ impl ReceiverBuilder {
     /// when it stops renewing (default 60 s). While the handler runs the
     /// lease is renewed every third of it, so a slow handler keeps its
     /// delivery; the lease bounds how long a crashed process blocks retries.
+    /// A handler that never returns keeps its delivery: bound handlers with a
+    /// timeout (dropping the request future releases the claim).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.inner.lease = lease;
         self
