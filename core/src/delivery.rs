@@ -67,7 +67,14 @@ impl Delivery {
     /// assert!(!message.contains("secret-ish"));
     /// ```
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ExtractError> {
-        let mut de = serde_json::Deserializer::from_slice(&self.body);
+        parse_json(&self.body)
+    }
+}
+
+/// `body` as JSON `T`; see [`Delivery::json`].
+pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ExtractError> {
+    {
+        let mut de = serde_json::Deserializer::from_slice(body);
         let value = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
         de.end().map_err(|e| ExtractError::Json {
             path: ".".into(),

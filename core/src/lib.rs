@@ -26,6 +26,7 @@
 pub mod dedup;
 mod delivery;
 mod error;
+pub mod inbox;
 pub mod ordering;
 pub mod receiver;
 mod rejection;
