@@ -25,6 +25,7 @@ pub const DUPLICATE_HEADER: &str = "webhook-duplicate";
 /// | [`Duplicate`](Self::Duplicate) | 200 | `webhook-duplicate: true` |
 /// | [`StoreUnavailable`](Self::StoreUnavailable) | 503 | `Retry-After` |
 /// | [`HandlerPanicked`](Self::HandlerPanicked) | 500 | |
+/// | [`Stored`](Self::Stored) | 202 (configurable) | |
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Rejection {
@@ -59,6 +60,13 @@ pub enum Rejection {
     /// The handler panicked; the claim was released so a retry can run.
     #[error("internal error")]
     HandlerPanicked,
+    /// The delivery was stored durably in the inbox; a worker will process
+    /// it (not a failure: the sender is told it was received).
+    #[error("accepted")]
+    Stored {
+        /// The status answered (default 202).
+        status: StatusCode,
+    },
 }
 
 impl Rejection {
@@ -73,6 +81,7 @@ impl Rejection {
             Self::Duplicate => StatusCode::OK,
             Self::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::HandlerPanicked => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Stored { status } => *status,
         }
     }
 
@@ -87,6 +96,7 @@ impl Rejection {
             Self::Duplicate => "duplicate",
             Self::StoreUnavailable { .. } => "store_unavailable",
             Self::HandlerPanicked => "handler_panicked",
+            Self::Stored { .. } => "stored",
         }
     }
 

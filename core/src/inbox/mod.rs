@@ -69,6 +69,7 @@ use sha2::{Digest as _, Sha256};
 use crate::ConfigError;
 pub use crate::dedup::{ClaimToken, Transition};
 
+pub(crate) mod accept;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod sql;
 
