@@ -195,7 +195,10 @@ impl<T: DeserializeOwned + Send + 'static> WorkerBuilder<T> {
     }
 
     /// How many events one lease takes (default 1). Leased events wait in
-    /// the worker, their leases renewed, until their turn.
+    /// the worker, their leases renewed, until their turn. A lease counts an
+    /// attempt: if the process dies, the unstarted rest of its batch has
+    /// been charged one each (keep `max_attempts` above the batch's share
+    /// of crashes, or the batch at 1 when handlers may kill the process).
     pub fn batch(mut self, n: u32) -> Self {
         self.config.batch = n.max(1);
         self
