@@ -16,6 +16,7 @@ const DIALECT: Dialect = Dialect {
     empty_blob: "''::bytea",
     quote: '"',
     lock: " FOR UPDATE SKIP LOCKED",
+    key_select: "event_key",
 };
 
 fn pg_param(n: usize) -> String {

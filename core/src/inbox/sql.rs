@@ -151,6 +151,8 @@ pub(crate) struct Dialect {
     pub(crate) quote: char,
     /// What locks the due rows a lease selects (`FOR UPDATE SKIP LOCKED`, or nothing).
     pub(crate) lock: &'static str,
+    /// How to select the key as text (MySQL reports a `_bin` column as binary).
+    pub(crate) key_select: &'static str,
 }
 
 /// The statements of one inbox, formatted once for its table. Each statement
@@ -169,6 +171,13 @@ pub(crate) struct InboxStatements {
     /// The keys of due rows, locked; bound: max attempts, batch.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) lease_select: String,
+    /// The leased columns of the rows whose keys follow (`IN (` is last).
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) lease_read: String,
+    /// The lease's update of the rows whose keys follow (`IN (` is last);
+    /// bound: token, lease ms, then the keys.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) lease_update: String,
     /// Bound: lease ms, key, token.
     pub(crate) extend: String,
     /// Bound: key, token.
@@ -200,7 +209,8 @@ impl InboxStatements {
         let now = d.now;
         let p = d.param;
         let int = d.int;
-        let dead_columns = format!("{LEASE_COLUMNS}, last_error, updated_at");
+        let columns = LEASE_COLUMNS.replacen("event_key", d.key_select, 1);
+        let dead_columns = format!("{columns}, last_error, updated_at");
         // A due row: pending and due, or leased with an expired lease and
         // attempts left (a takeover); parameter `n`: the max attempts.
         let due = |n: usize| {
@@ -244,7 +254,7 @@ impl InboxStatements {
                 "UPDATE {t} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
                  attempts = attempts + 1, updated_at = {now} WHERE event_key IN \
                  (SELECT event_key FROM {t} WHERE {} ORDER BY due_at LIMIT {}{}) \
-                 RETURNING {LEASE_COLUMNS}",
+                 RETURNING {columns}",
                 p(1),
                 p(2),
                 due(3),
@@ -252,10 +262,18 @@ impl InboxStatements {
                 d.lock
             ),
             lease_select: format!(
-                "SELECT event_key FROM {t} WHERE {} ORDER BY due_at LIMIT {}{}",
+                "SELECT {} FROM {t} WHERE {} ORDER BY due_at LIMIT {}{}",
+                d.key_select,
                 due(1),
                 p(2),
                 d.lock
+            ),
+            lease_read: format!("SELECT {columns} FROM {t} WHERE event_key IN ("),
+            lease_update: format!(
+                "UPDATE {t} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
+                 attempts = attempts + 1, updated_at = {now} WHERE event_key IN (",
+                p(1),
+                p(2)
             ),
             extend: format!(
                 "UPDATE {t} SET lease_until = {now} + {} WHERE {}",
@@ -303,8 +321,9 @@ impl InboxStatements {
                 p(1)
             ),
             list: format!(
-                "SELECT event_key, scheme, delivery_id, event_type, matched_key, headers, {}, \
+                "SELECT {}, scheme, delivery_id, event_type, matched_key, headers, {}, \
                  received_at, signed_at, attempts, last_error, updated_at FROM {t} WHERE state = {DEAD}",
+                d.key_select,
                 d.empty_blob
             ),
             stats: format!(

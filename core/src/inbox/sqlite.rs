@@ -16,6 +16,7 @@ const DIALECT: Dialect = Dialect {
     empty_blob: "X''",
     quote: '"',
     lock: "",
+    key_select: "event_key",
 };
 
 fn sqlite_param(n: usize) -> String {
