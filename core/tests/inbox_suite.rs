@@ -1,11 +1,12 @@
 //! One list of durable-inbox scenarios, run against every `Inbox` backend
-//! whose feature is on: SQLite, PostgreSQL and MySQL/MariaDB.
+//! whose feature is on: SQLite, PostgreSQL, MySQL/MariaDB and Redis.
 //!
 //! ```text
-//! cargo test -p webhooks-core --features sqlite,postgres,mysql --test inbox_suite
+//! cargo test -p webhooks-core --all-features --test inbox_suite
 //! ```
 //!
-//! Servers come from `WEBHOOKS_POSTGRES_URL` / `WEBHOOKS_MYSQL_URL` (see
+//! Servers come from `WEBHOOKS_POSTGRES_URL` / `WEBHOOKS_MYSQL_URL` /
+//! `WEBHOOKS_REDIS_URL` (see
 //! `support`); a server that is down skips its tests, or fails them under
 //! `CI=true`. Each test works in its own table (or SQLite file).
 //!
@@ -75,6 +76,15 @@ impl Target {
         })
     }
 
+    #[cfg(feature = "redis")]
+    async fn redis() -> Option<Self> {
+        Some(Self {
+            kind: "redis".into(),
+            url: support::redis_url().await?,
+            table: format!("inbox-{}:", support::unique_suffix()),
+        })
+    }
+
     fn encode(&self) -> String {
         format!("{}|{}|{}", self.kind, self.table, self.url)
     }
@@ -136,6 +146,16 @@ impl Target {
                 inbox.migrate().await?;
                 Ok(Arc::new(inbox))
             }
+            #[cfg(feature = "redis")]
+            "redis" => {
+                let inbox = webhooks_core::inbox::RedisInbox::builder(url)
+                    .key_prefix(&self.table)
+                    .command_timeout(timeout)
+                    .connect_timeout(Duration::from_secs(2))
+                    .connect()
+                    .await?;
+                Ok(Arc::new(inbox))
+            }
             other => panic!("backend {other} not built"),
         }
     }
@@ -163,6 +183,22 @@ impl Target {
                     let _ = sqlx::query(&format!("DROP TABLE IF EXISTS `{}`", self.table))
                         .execute(&pool)
                         .await;
+                }
+            }
+            #[cfg(feature = "redis")]
+            "redis" => {
+                if let Ok(client) = ::redis::Client::open(self.url.as_str()) {
+                    if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
+                        let keys: Vec<String> = ::redis::cmd("KEYS")
+                            .arg(format!("{}*", self.table))
+                            .query_async(&mut conn)
+                            .await
+                            .unwrap_or_default();
+                        for chunk in keys.chunks(500) {
+                            let _: Result<(), _> =
+                                ::redis::cmd("DEL").arg(chunk).query_async(&mut conn).await;
+                        }
+                    }
                 }
             }
             _ => {}
@@ -966,4 +1002,5 @@ suite! {
     sqlite, "sqlite";
     postgres, "postgres";
     mysql, "mysql";
+    redis, "redis";
 }

@@ -32,6 +32,7 @@
 //! | [`SqliteInbox`] | `sqlite` | one `UPDATE … RETURNING` under SQLite's write lock |
 //! | [`PostgresInbox`] | `postgres` | `UPDATE … WHERE key IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING` |
 //! | [`MySqlInbox`] | `mysql` | `SELECT … FOR UPDATE SKIP LOCKED` then `UPDATE`, one transaction |
+//! | [`RedisInbox`] | `redis` | a Lua script over a hash per event and sorted sets (see its durability note) |
 //!
 //! [`inbox_from_url`] picks one at run time.
 //!
@@ -77,6 +78,8 @@ mod sql;
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod worker;
@@ -85,6 +88,8 @@ mod worker;
 pub use mysql::MySqlInbox;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresInbox;
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisInbox, RedisInboxBuilder};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use sql::{DEFAULT_INBOX_TABLE, SqlInboxBuilder};
 #[cfg(feature = "sqlite")]
@@ -92,6 +97,10 @@ pub use sqlite::SqliteInbox;
 pub use worker::{
     Backoff, HandlerError, Job, Shutdown, ShutdownSignal, Worker, WorkerBuilder, WorkerReport,
 };
+
+/// The error kept with an event whose lease expired on its last attempt.
+pub const EXPIRED_ON_LAST_ATTEMPT: &str =
+    "lease expired on the last attempt: the worker crashed, was killed or stalled";
 
 /// The longest error text stored with a retried or dead-lettered event.
 pub const MAX_ERROR_LEN: usize = 2_000;
@@ -596,6 +605,7 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
 /// | `postgres://…`, `postgresql://…` | [`PostgresInbox`] | `postgres` |
 /// | `mysql://…`, `mariadb://…` | [`MySqlInbox`] | `mysql` |
 /// | `sqlite://path`, `sqlite:path` | [`SqliteInbox`] | `sqlite` |
+/// | `redis://…`, `rediss://…`, `redis+unix://…` | [`RedisInbox`] (prefix `inbox:`) | `redis` |
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), webhooks_core::inbox::OpenError> {
@@ -613,15 +623,16 @@ pub async fn inbox_from_url(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
         .map(|(scheme, _)| scheme.to_ascii_lowercase())
         .ok_or(ConfigError::Invalid {
             what: "inbox URL",
-            reason: "has no scheme (postgres://, mysql:// or sqlite://)",
+            reason: "has no scheme (postgres://, mysql://, sqlite:// or redis://)",
         })?;
     match scheme.as_str() {
         "postgres" | "postgresql" => postgres(url).await,
         "mysql" | "mariadb" => mysql(url).await,
         "sqlite" => sqlite(url).await,
+        "redis" | "rediss" | "redis+unix" | "unix" => redis_inbox(url).await,
         _ => Err(ConfigError::Invalid {
             what: "inbox URL",
-            reason: "unknown scheme; expected postgres, mysql, mariadb or sqlite",
+            reason: "unknown scheme; expected postgres, mysql, mariadb, sqlite or redis",
         }
         .into()),
     }
@@ -661,6 +672,16 @@ async fn sqlite(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
 #[cfg(not(feature = "sqlite"))]
 async fn sqlite(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
     Err(feature_off("sqlite:// needs webhooks-core's `sqlite` feature"))
+}
+
+#[cfg(feature = "redis")]
+async fn redis_inbox(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    Ok(Arc::new(RedisInbox::connect(url).await?))
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis_inbox(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    Err(feature_off("redis:// needs webhooks-core's `redis` feature"))
 }
 
 #[allow(dead_code, reason = "used only by the backends whose feature is off")]

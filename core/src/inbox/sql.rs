@@ -36,10 +36,6 @@ pub(crate) const LEASED: i64 = 1;
 pub(crate) const COMPLETED: i64 = 2;
 pub(crate) const DEAD: i64 = 3;
 
-/// The error kept with an event whose last attempt's lease expired.
-pub(crate) const EXPIRED_ON_LAST_ATTEMPT: &str =
-    "lease expired on the last attempt: the worker crashed, was killed or stalled";
-
 /// The columns a lease returns, in [`LeaseRow`] order.
 pub(crate) const LEASE_COLUMNS: &str = "event_key, scheme, delivery_id, event_type, matched_key, \
      headers, body, received_at, signed_at, attempts";
@@ -528,7 +524,7 @@ macro_rules! sql_inbox {
                     within(
                         self.command_timeout,
                         sqlx::query(&self.sql.reap)
-                            .bind($crate::inbox::sql::EXPIRED_ON_LAST_ATTEMPT)
+                            .bind($crate::inbox::EXPIRED_ON_LAST_ATTEMPT)
                             .bind(max)
                             .execute(&self.pool),
                     )
