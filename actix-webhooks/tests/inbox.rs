@@ -16,8 +16,14 @@ use webhooks_core::scheme::StandardWebhooks;
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 fn signed(id: &str, body: &'static str) -> TestRequest {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let headers = StandardWebhooks::new(SECRET).unwrap().sign_headers(id, now, body.as_bytes()).unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let headers = StandardWebhooks::new(SECRET)
+        .unwrap()
+        .sign_headers(id, now, body.as_bytes())
+        .unwrap();
     let mut request = TestRequest::post().uri("/hook").set_payload(body);
     for (name, value) in &headers {
         request = request.insert_header((name.as_str(), value.to_str().unwrap()));
@@ -52,6 +58,10 @@ async fn stored_deliveries_get_202_and_retries_a_duplicate() {
     let again = test::call_service(&app, signed("msg_1", "{\"a\":1}").to_request()).await;
     assert_eq!(again.status(), 200);
     assert_eq!(again.headers().get("webhook-duplicate").unwrap(), "true");
-    assert_eq!(calls.load(Ordering::SeqCst), 0, "workers run the handler, not the route");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "workers run the handler, not the route"
+    );
     assert_eq!(inbox.stats().await.unwrap().pending, 1);
 }

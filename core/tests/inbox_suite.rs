@@ -50,7 +50,8 @@ struct Target {
 impl Target {
     #[cfg(feature = "sqlite")]
     async fn sqlite() -> Option<Self> {
-        let path = std::env::temp_dir().join(format!("inbox-suite-{}.db", support::unique_suffix()));
+        let path =
+            std::env::temp_dir().join(format!("inbox-suite-{}.db", support::unique_suffix()));
         Some(Self {
             kind: "sqlite".into(),
             url: format!("sqlite://{}", path.display()),
@@ -187,17 +188,17 @@ impl Target {
             }
             #[cfg(feature = "redis")]
             "redis" => {
-                if let Ok(client) = ::redis::Client::open(self.url.as_str()) {
-                    if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                        let keys: Vec<String> = ::redis::cmd("KEYS")
-                            .arg(format!("{}*", self.table))
-                            .query_async(&mut conn)
-                            .await
-                            .unwrap_or_default();
-                        for chunk in keys.chunks(500) {
-                            let _: Result<(), _> =
-                                ::redis::cmd("DEL").arg(chunk).query_async(&mut conn).await;
-                        }
+                if let Ok(client) = ::redis::Client::open(self.url.as_str())
+                    && let Ok(mut conn) = client.get_multiplexed_async_connection().await
+                {
+                    let keys: Vec<String> = ::redis::cmd("KEYS")
+                        .arg(format!("{}*", self.table))
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap_or_default();
+                    for chunk in keys.chunks(500) {
+                        let _: Result<(), _> =
+                            ::redis::cmd("DEL").arg(chunk).query_async(&mut conn).await;
                     }
                 }
             }
@@ -277,7 +278,7 @@ fn logging_worker(inbox: Arc<dyn Inbox>, log: PathBuf, batch: u32) -> Worker<Eve
 
 /// Whether this is `key`'s first start, across processes: creates a marker
 /// file next to the log, atomically.
-fn first_start(log: &PathBuf, key: &str) -> bool {
+fn first_start(log: &std::path::Path, key: &str) -> bool {
     let marker = log.with_extension(format!("{}.started", key.replace(':', "_")));
     std::fs::OpenOptions::new()
         .write(true)
@@ -309,7 +310,11 @@ fn read_log_except(
     let (mut starts, mut dones) = (HashMap::new(), HashMap::new());
     for line in text.lines() {
         let mut fields = line.splitn(3, ' ');
-        let (what, pid, key) = (fields.next().unwrap(), fields.next().unwrap(), fields.next().expect("log line"));
+        let (what, pid, key) = (
+            fields.next().unwrap(),
+            fields.next().unwrap(),
+            fields.next().expect("log line"),
+        );
         if what == "done" && aborted.contains(&pid.parse().unwrap()) {
             continue;
         }
@@ -330,7 +335,13 @@ fn temp_log() -> PathBuf {
 /// Starts this test binary as a child running `mode` on `target`.
 fn spawn_child(mode: &str, target: &Target, log: &PathBuf) -> Child {
     Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--ignored", "--exact", "child_process", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "child_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("INBOX_CHILD_MODE", mode)
         .env("INBOX_CHILD_TARGET", target.encode())
         .env("INBOX_CHILD_LOG", log)
@@ -416,12 +427,23 @@ fn receiver(inbox: Arc<dyn Inbox>) -> Receiver {
 /// handler ran.
 async fn deliver(receiver: &Receiver, id: &str, body: &str) -> Result<Rejection, ()> {
     let verifier = StandardWebhooks::new(SECRET).unwrap();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let headers = verifier.sign_headers(id, now, body.as_bytes()).unwrap();
-    let (mut parts, ()) = http::Request::post("/webhooks").body(()).unwrap().into_parts();
+    let (mut parts, ()) = http::Request::post("/webhooks")
+        .body(())
+        .unwrap()
+        .into_parts();
     parts.headers = headers;
     let ran = receiver
-        .process(parts, body.to_owned().into(), |_, _| async { 204u16 }, |s| *s)
+        .process(
+            parts,
+            body.to_owned().into(),
+            |_, _| async { 204u16 },
+            |s| *s,
+        )
         .await;
     match ran {
         Ok(_) => Err(()),
@@ -489,7 +511,10 @@ async fn crashing_processes(target: Target) {
         if drained(&inbox).await {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(240), "not drained in time");
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "not drained in time"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for child in &mut children {
@@ -503,7 +528,10 @@ async fn crashing_processes(target: Target) {
     let (starts, dones) = read_log(&log);
     assert_eq!(dones.len() as u64, count, "every event done");
     let (_, survivors) = read_log_except(&log, &aborted);
-    assert!(survivors.values().all(|&n| n == 1), "a surviving process ran an event twice");
+    assert!(
+        survivors.values().all(|&n| n == 1),
+        "a surviving process ran an event twice"
+    );
     for n in (0..count).filter(|n| n % 10 == 0 && n / 10 < crashing) {
         assert!(starts[&key(n)] >= 2, "crashing event {n} started once");
     }
@@ -511,7 +539,9 @@ async fn crashing_processes(target: Target) {
     assert_eq!((stats.completed, stats.dead), (count, 0));
     let _ = std::fs::remove_file(&log);
     for n in 0..count {
-        let _ = std::fs::remove_file(log.with_extension(format!("{}.started", key(n).replace(':', "_"))));
+        let _ = std::fs::remove_file(
+            log.with_extension(format!("{}.started", key(n).replace(':', "_"))),
+        );
     }
     target.cleanup().await;
 }
@@ -520,27 +550,72 @@ async fn crashing_processes(target: Target) {
 /// stuck worker can no longer complete, retry, hand back or dead-letter it.
 async fn lease_expiry_takeover(target: Target) {
     let inbox = target.open().await;
-    inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
+    inbox
+        .accept(&NewEvent::new(key(1), "test", body(1, false)))
+        .await
+        .unwrap();
     let stuck = ClaimToken::random();
-    let first = inbox.lease(stuck, 10, Duration::from_millis(300), 5).await.unwrap();
+    let first = inbox
+        .lease(stuck, 10, Duration::from_millis(300), 5)
+        .await
+        .unwrap();
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].attempt, 1);
     // Still held: nobody else gets it.
-    assert!(inbox.lease(ClaimToken::random(), 10, Duration::from_secs(5), 5).await.unwrap().is_empty());
+    assert!(
+        inbox
+            .lease(ClaimToken::random(), 10, Duration::from_secs(5), 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let taker = ClaimToken::random();
-    let second = inbox.lease(taker, 10, Duration::from_secs(5), 5).await.unwrap();
+    let second = inbox
+        .lease(taker, 10, Duration::from_secs(5), 5)
+        .await
+        .unwrap();
     assert_eq!(second.len(), 1, "exactly one takeover");
     assert_eq!(second[0].attempt, 2);
-    assert!(inbox.lease(ClaimToken::random(), 10, Duration::from_secs(5), 5).await.unwrap().is_empty());
+    assert!(
+        inbox
+            .lease(ClaimToken::random(), 10, Duration::from_secs(5), 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let k = key(1);
     assert_eq!(inbox.complete(&k, stuck).await.unwrap(), Transition::Stale);
-    assert_eq!(inbox.retry(&k, stuck, Duration::ZERO, "late").await.unwrap(), Transition::Stale);
+    assert_eq!(
+        inbox
+            .retry(&k, stuck, Duration::ZERO, "late")
+            .await
+            .unwrap(),
+        Transition::Stale
+    );
     assert_eq!(inbox.release(&k, stuck).await.unwrap(), Transition::Stale);
-    assert_eq!(inbox.dead_letter(&k, stuck, "late").await.unwrap(), Transition::Stale);
-    assert_eq!(inbox.extend(&k, stuck, Duration::from_secs(1)).await.unwrap(), Transition::Stale);
-    assert_eq!(inbox.extend(&k, taker, Duration::from_secs(5)).await.unwrap(), Transition::Applied);
-    assert_eq!(inbox.complete(&k, taker).await.unwrap(), Transition::Applied);
+    assert_eq!(
+        inbox.dead_letter(&k, stuck, "late").await.unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(
+        inbox
+            .extend(&k, stuck, Duration::from_secs(1))
+            .await
+            .unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(
+        inbox
+            .extend(&k, taker, Duration::from_secs(5))
+            .await
+            .unwrap(),
+        Transition::Applied
+    );
+    assert_eq!(
+        inbox.complete(&k, taker).await.unwrap(),
+        Transition::Applied
+    );
     assert_eq!(inbox.complete(&k, taker).await.unwrap(), Transition::Stale);
     let stats = inbox.stats().await.unwrap();
     assert_eq!((stats.completed, stats.in_flight, stats.pending), (1, 0, 0));
@@ -551,15 +626,31 @@ async fn lease_expiry_takeover(target: Target) {
 /// handler that kills its process cannot loop forever.
 async fn expiry_on_last_attempt_dead_letters(target: Target) {
     let inbox = target.open().await;
-    inbox.accept(&NewEvent::new(key(1), "test", body(1, true))).await.unwrap();
+    inbox
+        .accept(&NewEvent::new(key(1), "test", body(1, true)))
+        .await
+        .unwrap();
     for attempt in 1..=2 {
-        let leased = inbox.lease(ClaimToken::random(), 1, Duration::from_millis(100), 2).await.unwrap();
+        let leased = inbox
+            .lease(ClaimToken::random(), 1, Duration::from_millis(100), 2)
+            .await
+            .unwrap();
         assert_eq!(leased.len(), 1);
         assert_eq!(leased[0].attempt, attempt);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(inbox.lease(ClaimToken::random(), 1, Duration::from_secs(1), 2).await.unwrap().is_empty());
-    let dead = inbox.dead_letter_get(&key(1)).await.unwrap().expect("dead-lettered");
+    assert!(
+        inbox
+            .lease(ClaimToken::random(), 1, Duration::from_secs(1), 2)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let dead = inbox
+        .dead_letter_get(&key(1))
+        .await
+        .unwrap()
+        .expect("dead-lettered");
     assert_eq!(dead.attempts, 2);
     assert!(dead.last_error.unwrap().contains("lease expired"));
     target.cleanup().await;
@@ -601,7 +692,10 @@ async fn poison_dead_letter_and_replay(target: Target) {
     wait_for(|| async { inbox.stats().await.unwrap().dead == 1 }).await;
     assert_eq!(starts.load(Ordering::SeqCst), 3);
 
-    let page = inbox.dead_letters(&DeadLetterFilter::default()).await.unwrap();
+    let page = inbox
+        .dead_letters(&DeadLetterFilter::default())
+        .await
+        .unwrap();
     assert_eq!(page.items.len(), 1);
     let listed = &page.items[0];
     assert_eq!(listed.meta.key, key(7));
@@ -626,7 +720,10 @@ async fn poison_dead_letter_and_replay(target: Target) {
     shutdown.trigger();
     let report = running.await.unwrap();
     assert_eq!(starts.load(Ordering::SeqCst), 4, "the replay ran once");
-    assert_eq!((report.completed, report.dead_lettered, report.retried), (1, 1, 2));
+    assert_eq!(
+        (report.completed, report.dead_lettered, report.retried),
+        (1, 1, 2)
+    );
     assert_eq!(inbox.replay(&key(7)).await.unwrap(), Transition::Stale);
     assert_eq!(inbox.discard(&key(7)).await.unwrap(), Transition::Stale);
     target.cleanup().await;
@@ -643,7 +740,10 @@ async fn dead_letter_admin(target: Target) {
             .unwrap();
     }
     let token = ClaimToken::random();
-    let leased = inbox.lease(token, 10, Duration::from_secs(30), 5).await.unwrap();
+    let leased = inbox
+        .lease(token, 10, Duration::from_secs(30), 5)
+        .await
+        .unwrap();
     assert_eq!(leased.len(), 5);
     for event in &leased {
         let n: u64 = event.meta.key.rsplit('_').next().unwrap().parse().unwrap();
@@ -663,7 +763,12 @@ async fn dead_letter_admin(target: Target) {
     let second = inbox.dead_letters(&filter).await.unwrap();
     assert_eq!(second.items.len(), 1);
     assert!(second.next.is_none());
-    let mut all: Vec<_> = first.items.iter().chain(&second.items).map(|d| d.meta.key.clone()).collect();
+    let mut all: Vec<_> = first
+        .items
+        .iter()
+        .chain(&second.items)
+        .map(|d| d.meta.key.clone())
+        .collect();
     all.sort();
     assert_eq!(all, [key(0), key(1), key(2), key(3)]);
     // Filters.
@@ -672,7 +777,14 @@ async fn dead_letter_admin(target: Target) {
     assert_eq!(inbox.dead_letters(&by_type).await.unwrap().items.len(), 2);
     let mut by_scheme = DeadLetterFilter::default();
     by_scheme.scheme = Some("stripe".into());
-    assert!(inbox.dead_letters(&by_scheme).await.unwrap().items.is_empty());
+    assert!(
+        inbox
+            .dead_letters(&by_scheme)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     let mut later = DeadLetterFilter::default();
     later.received_from = Some(SystemTime::now() + Duration::from_secs(3600));
     assert!(inbox.dead_letters(&later).await.unwrap().items.is_empty());
@@ -681,7 +793,13 @@ async fn dead_letter_admin(target: Target) {
     assert_eq!(inbox.discard(&key(0)).await.unwrap(), Transition::Stale);
     assert!(inbox.dead_letter_get(&key(0)).await.unwrap().is_none());
     // Purge: the completed one, not yet old enough, then gone.
-    assert_eq!(inbox.purge_completed(Duration::from_secs(3600)).await.unwrap(), 0);
+    assert_eq!(
+        inbox
+            .purge_completed(Duration::from_secs(3600))
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(inbox.purge_completed(Duration::ZERO).await.unwrap(), 1);
     let stats = inbox.stats().await.unwrap();
     assert_eq!((stats.dead, stats.completed), (3, 0));
@@ -754,12 +872,17 @@ async fn store_down_at_accept(target: Target) {
                 stored += 1;
                 break;
             }
-            Rejection::StoreUnavailable { .. } => tokio::time::sleep(Duration::from_millis(100)).await,
+            Rejection::StoreUnavailable { .. } => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
             other => panic!("unexpected {other:?}"),
         }
     }
     assert_eq!(stored, 1, "accepted once the store is back");
-    assert_eq!(deliver(&receiver, "msg_down", &body).await, Ok(Rejection::Duplicate));
+    assert_eq!(
+        deliver(&receiver, "msg_down", &body).await,
+        Ok(Rejection::Duplicate)
+    );
     assert_eq!(direct.stats().await.unwrap().pending, 1);
     target.cleanup().await;
 }
@@ -771,7 +894,10 @@ async fn graceful_stop_mid_batch(target: Target) {
     let inbox = target.open().await;
     let count = 20;
     for n in 0..count {
-        inbox.accept(&NewEvent::new(key(n), "test", body(n, false))).await.unwrap();
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
     }
     let starts: Arc<Mutex<Vec<u64>>> = Arc::default();
     let make = |starts: Arc<Mutex<Vec<u64>>>| {
@@ -806,7 +932,11 @@ async fn graceful_stop_mid_batch(target: Target) {
     running.await.unwrap();
     let mut all = starts.lock().unwrap().clone();
     all.sort_unstable();
-    assert_eq!(all, (0..count).collect::<Vec<_>>(), "each event ran exactly once");
+    assert_eq!(
+        all,
+        (0..count).collect::<Vec<_>>(),
+        "each event ran exactly once"
+    );
     // Handed-back events were not charged an attempt.
     target.cleanup().await;
 }
@@ -815,9 +945,18 @@ async fn graceful_stop_mid_batch(target: Target) {
 /// does not fit `T` is too, with the field's path and without the body.
 async fn timeouts_panics_and_bad_json(target: Target) {
     let inbox = target.open().await;
-    inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
-    inbox.accept(&NewEvent::new(key(2), "test", body(2, false))).await.unwrap();
-    inbox.accept(&NewEvent::new(key(3), "test", r#"{"n":"secret-value"}"#)).await.unwrap();
+    inbox
+        .accept(&NewEvent::new(key(1), "test", body(1, false)))
+        .await
+        .unwrap();
+    inbox
+        .accept(&NewEvent::new(key(2), "test", body(2, false)))
+        .await
+        .unwrap();
+    inbox
+        .accept(&NewEvent::new(key(3), "test", r#"{"n":"secret-value"}"#))
+        .await
+        .unwrap();
     let worker = Worker::builder(Arc::clone(&inbox))
         .max_attempts(1)
         .timeout(Duration::from_millis(100))
@@ -837,7 +976,15 @@ async fn timeouts_panics_and_bad_json(target: Target) {
     running.await.unwrap();
     let error = |n| {
         let inbox = Arc::clone(&inbox);
-        async move { inbox.dead_letter_get(&key(n)).await.unwrap().unwrap().last_error.unwrap() }
+        async move {
+            inbox
+                .dead_letter_get(&key(n))
+                .await
+                .unwrap()
+                .unwrap()
+                .last_error
+                .unwrap()
+        }
     };
     assert!(error(1).await.contains("timed out"));
     assert_eq!(error(2).await, "handler panicked");
@@ -854,7 +1001,10 @@ where
 {
     let started = Instant::now();
     while !condition().await {
-        assert!(started.elapsed() < Duration::from_secs(30), "condition not met in 30 s");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "condition not met in 30 s"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -882,7 +1032,10 @@ impl Target {
         let upstream = support::authority(&self.url).expect("host:port");
         let toggle = Toggle::start(upstream).await;
         let url = support::with_authority(&self.url, &toggle.address);
-        let inbox = self.open_at(&url, Duration::from_millis(300)).await.unwrap();
+        let inbox = self
+            .open_at(&url, Duration::from_millis(300))
+            .await
+            .unwrap();
         (inbox, Outage::Proxy(toggle))
     }
 }
@@ -898,7 +1051,10 @@ impl Outage {
             Self::SqliteLock(url) => {
                 use sqlx::Connection as _;
                 let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
-                sqlx::query("BEGIN EXCLUSIVE").execute(&mut conn).await.unwrap();
+                sqlx::query("BEGIN EXCLUSIVE")
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
                 Box::new(conn)
             }
             #[cfg(not(feature = "sqlite"))]

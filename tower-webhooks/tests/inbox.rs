@@ -20,8 +20,14 @@ use webhooks_core::scheme::StandardWebhooks;
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 fn signed(id: &str, body: &'static [u8]) -> Request<axum::body::Body> {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let headers = StandardWebhooks::new(SECRET).unwrap().sign_headers(id, now, body).unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let headers = StandardWebhooks::new(SECRET)
+        .unwrap()
+        .sign_headers(id, now, body)
+        .unwrap();
     let mut request = Request::post("/hook")
         .body(axum::body::Body::new(Full::new(Bytes::from_static(body))))
         .unwrap();
@@ -49,11 +55,19 @@ async fn stored_deliveries_get_202_and_retries_a_duplicate() {
         )
         .layer(WebhookLayer::from_receiver(receiver));
 
-    let first = app.clone().oneshot(signed("msg_1", b"{\"a\":1}")).await.unwrap();
+    let first = app
+        .clone()
+        .oneshot(signed("msg_1", b"{\"a\":1}"))
+        .await
+        .unwrap();
     assert_eq!(first.status(), StatusCode::ACCEPTED);
     let again = app.oneshot(signed("msg_1", b"{\"a\":1}")).await.unwrap();
     assert_eq!(again.status(), StatusCode::OK);
     assert_eq!(again.headers()["webhook-duplicate"], "true");
-    assert_eq!(calls.load(Ordering::SeqCst), 0, "workers run the handler, not the route");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "workers run the handler, not the route"
+    );
     assert_eq!(inbox.stats().await.unwrap().pending, 1);
 }

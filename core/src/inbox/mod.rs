@@ -84,12 +84,12 @@ mod redis;
 mod sqlite;
 mod worker;
 
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisInbox, RedisInboxBuilder};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlInbox;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresInbox;
-#[cfg(feature = "redis")]
-pub use self::redis::{RedisInbox, RedisInboxBuilder};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use sql::{DEFAULT_INBOX_TABLE, SqlInboxBuilder};
 #[cfg(feature = "sqlite")]
@@ -517,8 +517,7 @@ pub trait Inbox: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`InboxError`] when the store cannot answer.
-    async fn dead_letters(&self, filter: &DeadLetterFilter)
-    -> Result<DeadLetterPage, InboxError>;
+    async fn dead_letters(&self, filter: &DeadLetterFilter) -> Result<DeadLetterPage, InboxError>;
 
     /// One dead letter with its body; `None` if `key` is not dead-lettered.
     ///
@@ -647,7 +646,9 @@ async fn postgres(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
 
 #[cfg(not(feature = "postgres"))]
 async fn postgres(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
-    Err(feature_off("postgres:// needs webhooks-core's `postgres` feature"))
+    Err(feature_off(
+        "postgres:// needs webhooks-core's `postgres` feature",
+    ))
 }
 
 #[cfg(feature = "mysql")]
@@ -659,7 +660,9 @@ async fn mysql(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
 
 #[cfg(not(feature = "mysql"))]
 async fn mysql(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
-    Err(feature_off("mysql:// and mariadb:// need webhooks-core's `mysql` feature"))
+    Err(feature_off(
+        "mysql:// and mariadb:// need webhooks-core's `mysql` feature",
+    ))
 }
 
 #[cfg(feature = "sqlite")]
@@ -671,7 +674,9 @@ async fn sqlite(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
 
 #[cfg(not(feature = "sqlite"))]
 async fn sqlite(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
-    Err(feature_off("sqlite:// needs webhooks-core's `sqlite` feature"))
+    Err(feature_off(
+        "sqlite:// needs webhooks-core's `sqlite` feature",
+    ))
 }
 
 #[cfg(feature = "redis")]
@@ -681,7 +686,9 @@ async fn redis_inbox(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
 
 #[cfg(not(feature = "redis"))]
 async fn redis_inbox(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
-    Err(feature_off("redis:// needs webhooks-core's `redis` feature"))
+    Err(feature_off(
+        "redis:// needs webhooks-core's `redis` feature",
+    ))
 }
 
 #[allow(dead_code, reason = "used only by the backends whose feature is off")]
@@ -718,7 +725,10 @@ mod tests {
             received_at_ms: 17,
             key: "a.b:c".into(),
         };
-        assert_eq!(cursor.to_string().parse::<DeadLetterCursor>().unwrap(), cursor);
+        assert_eq!(
+            cursor.to_string().parse::<DeadLetterCursor>().unwrap(),
+            cursor
+        );
         assert!("x".parse::<DeadLetterCursor>().is_err());
     }
 

@@ -583,8 +583,11 @@ impl Inbox for RedisInbox {
         token: ClaimToken,
         lease: Duration,
     ) -> Result<Transition, InboxError> {
-        self.transition(&self.scripts.extend, args![&key, &token.to_hex(), &millis(lease)])
-            .await
+        self.transition(
+            &self.scripts.extend,
+            args![&key, &token.to_hex(), &millis(lease)],
+        )
+        .await
     }
 
     async fn complete(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
@@ -601,7 +604,12 @@ impl Inbox for RedisInbox {
     ) -> Result<Transition, InboxError> {
         self.transition(
             &self.scripts.retry,
-            args![&key, &token.to_hex(), &millis(delay), &truncate_error(error)],
+            args![
+                &key,
+                &token.to_hex(),
+                &millis(delay),
+                &truncate_error(error)
+            ],
         )
         .await
     }
@@ -687,8 +695,15 @@ impl Inbox for RedisInbox {
     }
 
     async fn stats(&self) -> Result<InboxStats, InboxError> {
-        let (now, pending, due, oldest, in_flight, dead, done): (i64, i64, i64, i64, i64, i64, i64) =
-            self.run(&self.scripts.stats, Vec::new()).await?;
+        let (now, pending, due, oldest, in_flight, dead, done): (
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+        ) = self.run(&self.scripts.stats, Vec::new()).await?;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
         Ok(InboxStats {
             pending: count(pending),

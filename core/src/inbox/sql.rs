@@ -70,23 +70,26 @@ pub(crate) type DeadRow = (
     i64,
 );
 
-fn meta(
-    key: String,
-    scheme: String,
-    delivery_id: Option<String>,
-    event_type: Option<String>,
-    matched_key: String,
-    headers: &str,
-    received_at: i64,
-    signed_at: Option<i64>,
-) -> EventMeta {
+/// The text columns every row starts with: key, scheme, delivery id, event
+/// type, matched key, headers.
+type Head = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    String,
+);
+
+fn meta(head: Head, received_at: i64, signed_at: Option<i64>) -> EventMeta {
+    let (key, scheme, delivery_id, event_type, matched_key, headers) = head;
     EventMeta {
         key,
         scheme,
         delivery_id,
         event_type,
         matched_key,
-        headers: decode_headers(headers),
+        headers: decode_headers(&headers),
         received_at: from_ms(received_at),
         signed_at: signed_at.and_then(|s| u64::try_from(s).ok()),
     }
@@ -97,12 +100,7 @@ pub(crate) fn leased(row: LeaseRow, token: ClaimToken) -> LeasedEvent {
         row;
     LeasedEvent {
         meta: meta(
-            key,
-            scheme,
-            delivery_id,
-            event_type,
-            matched_key,
-            &headers,
+            (key, scheme, delivery_id, event_type, matched_key, headers),
             received,
             signed,
         ),
@@ -113,16 +111,23 @@ pub(crate) fn leased(row: LeaseRow, token: ClaimToken) -> LeasedEvent {
 }
 
 pub(crate) fn dead(row: DeadRow) -> DeadLetter {
-    let (key, scheme, delivery_id, event_type, matched_key, headers, body, received, signed, n, error, at) =
-        row;
+    let (
+        key,
+        scheme,
+        delivery_id,
+        event_type,
+        matched_key,
+        headers,
+        body,
+        received,
+        signed,
+        n,
+        error,
+        at,
+    ) = row;
     DeadLetter {
         meta: meta(
-            key,
-            scheme,
-            delivery_id,
-            event_type,
-            matched_key,
-            &headers,
+            (key, scheme, delivery_id, event_type, matched_key, headers),
             received,
             signed,
         ),
@@ -319,8 +324,7 @@ impl InboxStatements {
             list: format!(
                 "SELECT {}, scheme, delivery_id, event_type, matched_key, headers, {}, \
                  received_at, signed_at, attempts, last_error, updated_at FROM {t} WHERE state = {DEAD}",
-                d.key_select,
-                d.empty_blob
+                d.key_select, d.empty_blob
             ),
             stats: format!(
                 "SELECT {now}, \
@@ -348,19 +352,43 @@ impl InboxStatements {
             next(&mut sql, " AND scheme = ?", ListParam::Text(scheme.clone()));
         }
         if let Some(kind) = &filter.event_type {
-            next(&mut sql, " AND event_type = ?", ListParam::Text(kind.clone()));
+            next(
+                &mut sql,
+                " AND event_type = ?",
+                ListParam::Text(kind.clone()),
+            );
         }
         if let Some(from) = filter.received_from {
-            next(&mut sql, " AND received_at >= ?", ListParam::Int(super::to_ms(from)));
+            next(
+                &mut sql,
+                " AND received_at >= ?",
+                ListParam::Int(super::to_ms(from)),
+            );
         }
         if let Some(until) = filter.received_until {
-            next(&mut sql, " AND received_at < ?", ListParam::Int(super::to_ms(until)));
+            next(
+                &mut sql,
+                " AND received_at < ?",
+                ListParam::Int(super::to_ms(until)),
+            );
         }
         if let Some(after) = &filter.after {
             // (received_at, event_key) > (ms, key), spelled out for every dialect.
-            next(&mut sql, " AND (received_at > ?", ListParam::Int(after.received_at_ms));
-            next(&mut sql, " OR (received_at = ?", ListParam::Int(after.received_at_ms));
-            next(&mut sql, " AND event_key > ?))", ListParam::Text(after.key.clone()));
+            next(
+                &mut sql,
+                " AND (received_at > ?",
+                ListParam::Int(after.received_at_ms),
+            );
+            next(
+                &mut sql,
+                " OR (received_at = ?",
+                ListParam::Int(after.received_at_ms),
+            );
+            next(
+                &mut sql,
+                " AND event_key > ?))",
+                ListParam::Text(after.key.clone()),
+            );
         }
         sql.push_str(" ORDER BY received_at, event_key LIMIT ");
         sql.push_str(&filter.page_size().to_string());
@@ -543,8 +571,12 @@ macro_rules! sql_inbox {
                     token: ClaimToken,
                     lease: Duration,
                 ) -> Result<Transition, InboxError> {
-                    self.transition(&self.sql.extend, Some(millis(lease)), &[key, &token.to_hex()])
-                        .await
+                    self.transition(
+                        &self.sql.extend,
+                        Some(millis(lease)),
+                        &[key, &token.to_hex()],
+                    )
+                    .await
                 }
 
                 async fn complete(
@@ -667,9 +699,8 @@ macro_rules! sql_inbox {
                     Ok(InboxStats {
                         pending: count(pending),
                         due: count(due),
-                        oldest_due_age: oldest.map(|at| {
-                            Duration::from_millis(u64::try_from(now - at).unwrap_or(0))
-                        }),
+                        oldest_due_age: oldest
+                            .map(|at| Duration::from_millis(u64::try_from(now - at).unwrap_or(0))),
                         in_flight: count(in_flight),
                         dead: count(dead),
                         completed: count(completed),

@@ -85,7 +85,9 @@ impl Backoff {
     /// The ceiling after failed attempt `attempt` (from 1).
     #[must_use]
     pub fn ceiling(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(attempt.saturating_sub(1))
+            .unwrap_or(u32::MAX);
         self.base.saturating_mul(factor).min(self.max)
     }
 
@@ -479,7 +481,9 @@ async fn run_batch<T: DeserializeOwned + Send + 'static>(
                 run_one(shared, event).await
             };
             settle_one(shared, &key, token, settle, &mut report).await;
-            held.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| *k != key);
+            held.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|k| *k != key);
         }
         report
     });
