@@ -67,7 +67,19 @@ impl Delivery {
     /// assert!(!message.contains("secret-ish"));
     /// ```
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ExtractError> {
-        parse_json(&self.body)
+        let parsed = parse_json(&self.body);
+        if let Err(ExtractError::Json { path, message }) = &parsed {
+            // A deployment that cannot read a new event type must be loud:
+            // the sender retries it for days. The path and serde's scrubbed
+            // message only, never the body's values.
+            tracing::warn!(
+                scheme = self.verified.scheme,
+                path = %path,
+                error = %message,
+                "webhook body does not fit the handler's type; answering 422"
+            );
+        }
+        parsed
     }
 }
 

@@ -340,6 +340,56 @@ async fn in_a_receiver_the_statuses_hold() {
     );
 }
 
+/// Issue 10, item 1: the tenant scopes the delivery's identity.
+#[tokio::test]
+async fn the_tenant_scopes_the_dedup_key() {
+    let v = by_path(&lookup());
+    let acme = verify(&v, "/hooks/acme", &signed("whsec_acme"))
+        .await
+        .unwrap();
+    let globex = verify(&v, "/hooks/globex", &signed("whsec_globex_new"))
+        .await
+        .unwrap();
+    assert_eq!(acme.id, globex.id, "the same event id");
+    assert_eq!(acme.scope.as_deref(), Some("acme"));
+    assert_eq!(
+        acme.dedup_key("webhooks", "evt_1"),
+        "webhooks:stripe@acme:evt_1"
+    );
+    assert_ne!(
+        acme.dedup_key("webhooks", "evt_1"),
+        globex.dedup_key("webhooks", "evt_1")
+    );
+}
+
+/// Issue 10, item 1, through the pipeline: tenant B's delivery of an id does
+/// not make tenant A's delivery of that id a duplicate.
+#[tokio::test]
+async fn another_tenants_delivery_of_the_same_id_does_not_suppress() {
+    let receiver = Receiver::new(by_path(&lookup()));
+    let deliver = |path: &'static str, secret: &'static str| {
+        let receiver = receiver.clone();
+        async move {
+            let (mut parts, ()) = http::Request::post(path).body(()).unwrap().into_parts();
+            let t = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            parts.headers = Stripe::new(secret).unwrap().sign_headers(t, BODY).unwrap();
+            let handler = |_, _| async { 204u16 };
+            receiver
+                .process(parts, Bytes::from_static(BODY), handler, |s| *s)
+                .await
+        }
+    };
+    assert_eq!(deliver("/hooks/globex", "whsec_globex_new").await, Ok(204));
+    assert_eq!(deliver("/hooks/acme", "whsec_acme").await, Ok(204));
+    assert_eq!(
+        deliver("/hooks/acme", "whsec_acme").await,
+        Err(Rejection::Duplicate)
+    );
+}
+
 #[test]
 fn configuration_and_debug() {
     let err = TenantVerifier::builder(lookup(), stripe_factory)

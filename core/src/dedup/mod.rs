@@ -169,8 +169,9 @@ pub enum Transition {
 
 /// Why a store operation failed.
 ///
-/// The pipeline answers `503` with `Retry-After` for every variant: the
-/// delivery was not processed and the sender should retry.
+/// At claim time the pipeline answers `503` with `Retry-After` (the delivery
+/// was not processed and the sender should retry), except for
+/// [`Permanent`](Self::Permanent), answered `400`: retrying cannot help.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -183,12 +184,28 @@ pub enum StoreError {
     /// The store answered something this backend does not understand.
     #[error("dedup store returned an unexpected answer: {0}")]
     Protocol(String),
+    /// The store refused this key or value for good (a byte sequence it
+    /// cannot store, a value out of range): retrying the same delivery fails
+    /// the same way.
+    #[error("dedup store refused the key")]
+    Permanent(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl StoreError {
     /// Wraps a driver error as [`StoreError::Unavailable`], keeping it as the source.
     pub fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Unavailable(Box::new(error))
+    }
+
+    /// Wraps a driver error as [`StoreError::Permanent`], keeping it as the source.
+    pub fn permanent(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Permanent(Box::new(error))
+    }
+
+    /// Whether retrying the same operation cannot succeed.
+    #[must_use]
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::Permanent(_))
     }
 }
 

@@ -41,6 +41,7 @@ impl InboxAccept {
         retry_after: Duration,
     ) -> Rejection {
         let id = id.unwrap_or_else(|| format!("~{}", ClaimToken::random().to_hex()));
+        let key = crate::receiver::store_key(namespace, verified.dedup_key(namespace, &id));
         let kept = self
             .keep_headers
             .iter()
@@ -54,7 +55,7 @@ impl InboxAccept {
             })
             .collect();
         let event = NewEvent {
-            key: format!("{namespace}:{}:{id}", verified.scheme),
+            key,
             scheme: verified.scheme.to_owned(),
             delivery_id: verified.id,
             event_type: verified.event_type,
@@ -68,6 +69,10 @@ impl InboxAccept {
                 status: self.status,
             },
             Ok(Accepted::Duplicate) => Rejection::Duplicate,
+            Err(error @ super::InboxError::Permanent(_)) => {
+                tracing::error!(error = %error, "inbox refused the delivery at accept; answering 400");
+                Rejection::IdRefused
+            }
             Err(error) => {
                 tracing::error!(error = %error, "inbox unavailable at accept; answering 503");
                 Rejection::StoreUnavailable { retry_after }

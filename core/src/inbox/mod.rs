@@ -126,6 +126,10 @@ pub enum InboxError {
     /// The store answered something this backend does not understand.
     #[error("inbox store returned an unexpected answer: {0}")]
     Protocol(String),
+    /// The store refused this event for good (a byte sequence it cannot
+    /// store): retrying the same delivery fails the same way. At accept: `400`.
+    #[error("inbox store refused the event")]
+    Permanent(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl InboxError {
@@ -142,6 +146,7 @@ impl From<crate::dedup::StoreError> for InboxError {
             StoreError::Timeout => Self::Timeout,
             StoreError::Protocol(message) => Self::Protocol(message),
             StoreError::Unavailable(source) => Self::Unavailable(source),
+            StoreError::Permanent(source) => Self::Permanent(source),
         }
     }
 }

@@ -83,21 +83,46 @@ macro_rules! tolerance_method {
     };
 }
 
+pub mod discord;
 pub mod github;
+pub mod gitlab;
 pub mod hmac;
+pub mod hubspot;
+pub mod intercom;
+pub mod linear;
+pub mod mandrill;
+pub mod paddle;
+mod provider;
 pub mod shopify;
 pub mod slack;
+pub mod square;
 pub mod standard;
 pub mod stripe;
 pub mod tenant;
+pub mod twilio;
+pub mod typeform;
+pub mod zoom;
 
-pub use self::hmac::{GenericHmac, GenericHmacBuilder, SignatureEncoding};
+pub use self::hmac::{
+    GenericHmac, GenericHmacBuilder, HmacAlgorithm, SignatureEncoding, TimestampUnit,
+};
+pub use discord::{Discord, DiscordBuilder};
 pub use github::{GitHub, GitHubBuilder};
+pub use gitlab::{GitLab, GitLabBuilder};
+pub use hubspot::{HubSpot, HubSpotBuilder};
+pub use intercom::{Intercom, IntercomBuilder};
+pub use linear::{Linear, LinearBuilder};
+pub use mandrill::{Mandrill, MandrillBuilder};
+pub use paddle::{Paddle, PaddleBuilder};
 pub use shopify::{Shopify, ShopifyBuilder};
 pub use slack::{Slack, SlackBuilder};
+pub use square::{Square, SquareBuilder};
 pub use standard::{StandardWebhooks, StandardWebhooksBuilder};
 pub use stripe::{Stripe, StripeBuilder};
 pub use tenant::{KeyLookup, LookupError, Secret, TenantVerifier, TenantVerifierBuilder};
+pub use twilio::{Twilio, TwilioBuilder};
+pub use typeform::{Typeform, TypeformBuilder};
+pub use zoom::{Zoom, ZoomBuilder};
 
 /// HMAC-SHA256, the MAC every HMAC scheme here uses.
 pub(crate) type HmacSha256 = Hmac<Sha256>;

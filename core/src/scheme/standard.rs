@@ -14,7 +14,7 @@ use super::{
     DEFAULT_TOLERANCE, HmacKey, HmacSha256, SecretList, Secrets, check_timestamp, decimal,
     parse_timestamp, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const ID: &[&str] = &["webhook-id", "svix-id"];
 const TIMESTAMP: &[&str] = &["webhook-timestamp", "svix-timestamp"];
@@ -181,6 +181,10 @@ fn signed_content(id: &str, timestamp: &[u8], body: &[u8]) -> Vec<u8> {
 }
 
 impl Verifier for StandardWebhooks {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -243,6 +247,8 @@ impl Verifier for StandardWebhooks {
             timestamp: Some(timestamp),
             event_type: None,
             matched_key,
+            scope: None,
+            identity: Identity::SignedId,
         };
         if n_v1 > 0
             && let Some(index) =

@@ -12,6 +12,11 @@
 //! | lookup fails, or the tenant's secrets cannot build a verifier | `503` ([`VerifyError::KeyLookupUnavailable`]), so the sender retries |
 //! | otherwise | the inner scheme's answer; [`MatchedKey::Lookup`] names the tenant |
 //!
+//! The tenant id is the delivery's [`Verified::scope`]: it is part of the
+//! dedup key (`webhooks:stripe@acme:evt_1`), so a tenant signing another
+//! tenant's delivery id with its own secret never makes that delivery a
+//! duplicate.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::collections::HashMap;
@@ -417,6 +422,17 @@ impl RequestVerifier for TenantVerifier {
         let tenant = self.source.tenant(head)?;
         let verifier = self.verifier_for(&tenant).await?;
         let mut verified = verifier.verify_request(head, body, now).await?;
+        // The tenant scopes the delivery's identity: another tenant, signing
+        // the same id with its own secret, must not make this one a duplicate.
+        verified.scope = Some(match verified.scope.take() {
+            None => Arc::clone(&tenant),
+            // An inner verifier that scopes too (tenants within a tenant):
+            // both, with `/` and `%` in the tenant id escaped so the pair is unambiguous.
+            Some(inner) => {
+                let escaped = tenant.replace('%', "%25").replace('/', "%2F");
+                format!("{escaped}/{inner}").into()
+            }
+        });
         verified.matched_key = match verified.matched_key {
             MatchedKey::Secret(index) | MatchedKey::PublicKey(index) => MatchedKey::Lookup {
                 key_id: tenant,
