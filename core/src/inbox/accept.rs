@@ -65,15 +65,23 @@ impl InboxAccept {
             signed_at: verified.timestamp,
         };
         match self.inbox.accept(&event).await {
-            Ok(Accepted::Stored) => Rejection::Stored {
-                status: self.status,
-            },
-            Ok(Accepted::Duplicate) => Rejection::Duplicate,
+            Ok(Accepted::Stored) => {
+                super::signals::accepted(namespace, "stored");
+                Rejection::Stored {
+                    status: self.status,
+                }
+            }
+            Ok(Accepted::Duplicate) => {
+                super::signals::accepted(namespace, "duplicate");
+                Rejection::Duplicate
+            }
             Err(error @ super::InboxError::Permanent(_)) => {
+                super::signals::accepted(namespace, "refused");
                 tracing::error!(error = %error, "inbox refused the delivery at accept; answering 400");
                 Rejection::IdRefused
             }
             Err(error) => {
+                super::signals::accepted(namespace, "unavailable");
                 tracing::error!(error = %error, "inbox unavailable at accept; answering 503");
                 Rejection::StoreUnavailable { retry_after }
             }

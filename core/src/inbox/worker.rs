@@ -535,7 +535,10 @@ async fn run_one<T: DeserializeOwned + Send + 'static>(
         };
         let handle = Arc::clone(&shared.handle);
         let run = AssertUnwindSafe(async move { handle(job).await }).catch_unwind();
-        match tokio::time::timeout(config.timeout, run).await {
+        let started = std::time::Instant::now();
+        let ran = tokio::time::timeout(config.timeout, run).await;
+        super::signals::handler_ran(started);
+        match ran {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err("handler panicked".to_owned()),
             Err(_) => Err(format!(
@@ -579,16 +582,30 @@ async fn settle_one<T>(
         };
         match result {
             Ok(Transition::Applied) => {
-                match settle {
-                    Settle::Complete => report.completed += 1,
-                    Settle::Retry(..) => report.retried += 1,
-                    Settle::DeadLetter(_) => report.dead_lettered += 1,
-                    Settle::HandBack => report.handed_back += 1,
-                }
+                let outcome = match settle {
+                    Settle::Complete => {
+                        report.completed += 1;
+                        "completed"
+                    }
+                    Settle::Retry(..) => {
+                        report.retried += 1;
+                        "retried"
+                    }
+                    Settle::DeadLetter(_) => {
+                        report.dead_lettered += 1;
+                        "dead_lettered"
+                    }
+                    Settle::HandBack => {
+                        report.handed_back += 1;
+                        "handed_back"
+                    }
+                };
+                super::signals::attempt(outcome);
                 return;
             }
             Ok(Transition::Stale) => {
                 tracing::warn!(key = %key, "inbox outcome refused: the lease was taken over");
+                super::signals::attempt("stale");
                 report.stale += 1;
                 return;
             }
