@@ -65,3 +65,78 @@ async fn stored_deliveries_get_202_and_retries_a_duplicate() {
     );
     assert_eq!(inbox.stats().await.unwrap().pending, 1);
 }
+
+/// The admin scope: list, inspect, replay once, stats — the same answers as
+/// the tower service (core decides).
+#[cfg(feature = "inbox-admin")]
+#[actix_web::test]
+async fn the_admin_scope_lists_inspects_and_replays_once() {
+    use webhooks_core::inbox::{ClaimToken, NewEvent};
+
+    let inbox = SqliteInbox::connect("sqlite::memory:").await.unwrap();
+    inbox.migrate().await.unwrap();
+    let inbox: Arc<dyn Inbox> = Arc::new(inbox);
+    inbox
+        .accept(&NewEvent::new("webhooks:test:a/1", "test", "{\"n\":1}"))
+        .await
+        .unwrap();
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 1, std::time::Duration::from_secs(30), 3)
+        .await
+        .unwrap();
+    inbox
+        .dead_letter(&leased[0].meta.key, token, "boom")
+        .await
+        .unwrap();
+
+    let app = test::init_service(App::new().service(actix_webhooks::inbox_admin(
+        "/admin/inbox",
+        Arc::clone(&inbox),
+    )))
+    .await;
+    macro_rules! call {
+        ($method:ident, $uri:expr) => {{
+            let response =
+                test::call_service(&app, TestRequest::$method().uri($uri).to_request()).await;
+            let status = response.status().as_u16();
+            let bytes = test::read_body(response).await;
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&bytes).unwrap_or_default(),
+            )
+        }};
+    }
+    let (status, list) = call!(get, "/admin/inbox/dead-letters?scheme=test");
+    assert_eq!(status, 200);
+    assert_eq!(list["items"][0]["last_error"], "boom");
+    assert!(list["items"][0].get("body").is_none());
+    let (status, one) = call!(get, "/admin/inbox/dead-letters/webhooks%3Atest%3Aa%2F1");
+    assert_eq!(status, 200);
+    assert_eq!(one["body"], "{\"n\":1}");
+    assert_eq!(
+        call!(
+            post,
+            "/admin/inbox/dead-letters/webhooks%3Atest%3Aa%2F1/replay"
+        )
+        .0,
+        200
+    );
+    assert_eq!(
+        call!(
+            post,
+            "/admin/inbox/dead-letters/webhooks%3Atest%3Aa%2F1/replay"
+        )
+        .0,
+        409
+    );
+    assert_eq!(
+        call!(delete, "/admin/inbox/dead-letters/webhooks%3Atest%3Aa%2F1").0,
+        404
+    );
+    let (status, stats) = call!(get, "/admin/inbox/stats");
+    assert_eq!((status, stats["pending"].as_u64()), (200, Some(1)));
+    assert_eq!(call!(put, "/admin/inbox/stats").0, 405);
+    assert_eq!(call!(get, "/admin/inbox/nothing").0, 404);
+    assert_eq!(call!(post, "/admin/inbox/purge").0, 400);
+}

@@ -35,8 +35,12 @@
 //! pass it to [`WebhookLayer::from_receiver`].
 
 mod extract;
+#[cfg(feature = "inbox-admin")]
+mod inbox_admin;
 mod layer;
 
 pub use extract::{ExtractRejection, RawWebhook, VerifiedWebhook, WebhookMeta};
+#[cfg(feature = "inbox-admin")]
+pub use inbox_admin::InboxAdmin;
 pub use layer::{ResponseFuture, Webhook, WebhookLayer};
 pub use webhooks_core::{self as core, Delivery, Receiver, Rejection, Verified};

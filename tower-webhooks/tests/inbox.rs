@@ -71,3 +71,87 @@ async fn stored_deliveries_get_202_and_retries_a_duplicate() {
     );
     assert_eq!(inbox.stats().await.unwrap().pending, 1);
 }
+
+/// The admin service, nested under a prefix: list, inspect, replay once, stats.
+#[cfg(feature = "inbox-admin")]
+#[tokio::test]
+async fn the_admin_service_lists_inspects_and_replays_once() {
+    use http_body_util::BodyExt as _;
+    use webhooks_core::inbox::{ClaimToken, NewEvent};
+
+    let inbox = SqliteInbox::connect("sqlite::memory:").await.unwrap();
+    inbox.migrate().await.unwrap();
+    let inbox: Arc<dyn Inbox> = Arc::new(inbox);
+    inbox
+        .accept(&NewEvent::new("webhooks:test:a/1", "test", "{\"n\":1}"))
+        .await
+        .unwrap();
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 1, std::time::Duration::from_secs(30), 3)
+        .await
+        .unwrap();
+    inbox
+        .dead_letter(&leased[0].meta.key, token, "boom")
+        .await
+        .unwrap();
+
+    let app = Router::new().nest_service(
+        "/admin/inbox",
+        tower_webhooks::InboxAdmin::new(Arc::clone(&inbox)),
+    );
+    let call = |method: &str, uri: &str| {
+        let app = app.clone();
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        async move {
+            let response = app.oneshot(request).await.unwrap();
+            let status = response.status();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            let json = serde_json::from_slice::<serde_json::Value>(&bytes).unwrap_or_default();
+            (status, json)
+        }
+    };
+    let (status, list) = call("GET", "/admin/inbox/dead-letters?scheme=test").await;
+    assert_eq!(status, 200);
+    assert_eq!(list["items"][0]["last_error"], "boom");
+    assert!(list["items"][0].get("body").is_none());
+    let (status, one) = call("GET", "/admin/inbox/dead-letters/webhooks%3Atest%3Aa%2F1").await;
+    assert_eq!(status, 200);
+    assert_eq!(one["body"], "{\"n\":1}");
+    assert_eq!(
+        call(
+            "POST",
+            "/admin/inbox/dead-letters/webhooks%3Atest%3Aa%2F1/replay"
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(
+        call(
+            "POST",
+            "/admin/inbox/dead-letters/webhooks%3Atest%3Aa%2F1/replay"
+        )
+        .await
+        .0,
+        409
+    );
+    assert_eq!(
+        call(
+            "DELETE",
+            "/admin/inbox/dead-letters/webhooks%3Atest%3Aa%2F1"
+        )
+        .await
+        .0,
+        404
+    );
+    let (status, stats) = call("GET", "/admin/inbox/stats").await;
+    assert_eq!((status.as_u16(), stats["pending"].as_u64()), (200, Some(1)));
+    assert_eq!(call("PUT", "/admin/inbox/stats").await.0, 405);
+    assert_eq!(call("GET", "/admin/inbox/nothing").await.0, 404);
+    assert_eq!(call("POST", "/admin/inbox/purge").await.0, 400);
+}

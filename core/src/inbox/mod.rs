@@ -71,6 +71,7 @@ use crate::ConfigError;
 pub use crate::dedup::{ClaimToken, Transition};
 
 pub(crate) mod accept;
+pub mod admin;
 pub mod signals;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod sql;
