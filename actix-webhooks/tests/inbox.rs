@@ -85,10 +85,11 @@ async fn the_admin_scope_lists_inspects_and_replays_once() {
         .lease(token, 1, std::time::Duration::from_secs(30), 3)
         .await
         .unwrap();
-    inbox
+    let dead = inbox
         .dead_letter(&leased[0].meta.key, token, "boom")
         .await
         .unwrap();
+    assert_eq!(dead, webhooks_core::inbox::Transition::Applied);
 
     let app = test::init_service(App::new().service(actix_webhooks::inbox_admin(
         "/admin/inbox",
