@@ -401,6 +401,9 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     }
 
     /// Runs until `signal` fires, then finishes or hands back what it holds.
+    /// The loops run in their own tasks: dropping this future does not stop
+    /// them (trigger the [`Shutdown`] instead); an aborted runtime stops them
+    /// mid-event, and the leases they held expire and are taken over.
     ///
     /// # Panics
     ///
