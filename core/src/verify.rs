@@ -81,7 +81,7 @@ pub struct Verified {
     /// Which secret or key matched.
     pub matched_key: MatchedKey,
     /// Whose delivery this is, when one endpoint receives for several senders
-    /// (the tenant, set by [`TenantVerifier`](crate::scheme::TenantVerifier)).
+    /// (the tenant, set by `TenantVerifier`).
     /// Part of the dedup key: one sender's ids never collide with another's.
     pub scope: Option<Arc<str>>,
     /// What the delivery is deduplicated on by default.

@@ -1,68 +1,245 @@
-//! The in-process [`DedupStore`], backed by a moka cache.
+//! The in-process [`DedupStore`]: a sharded hash map with explicit eviction order.
 
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-
-use moka::Expiry;
-use moka::ops::compute::{CompResult, Op};
-use moka::sync::Cache;
 
 use super::{Claim, ClaimToken, DedupStore, StoreError, Transition};
 
-/// Default number of keys kept before moka starts evicting.
-/// (Re-exported as `DEFAULT_MEMORY_CAPACITY`.)
+/// Default number of keys kept (re-exported as `DEFAULT_MEMORY_CAPACITY`).
 pub const DEFAULT_CAPACITY: u64 = 1_000_000;
+
+/// How long an in-flight claim is kept after its lease ran out (at least):
+/// meanwhile another attempt may take it over, and the holder may still
+/// complete or extend it as long as nobody did. Leases longer than this keep
+/// their claims for one more lease.
+const IN_FLIGHT_GRACE: Duration = Duration::from_secs(600);
+
+/// Shards for large capacities (a power of two), so that threads rarely wait
+/// for one another and a shard's hash table grows in small steps.
+const MAX_SHARDS: usize = 64;
+/// Keys per shard below which fewer shards are used: a small store keeps
+/// exact capacity semantics in one shard.
+const KEYS_PER_SHARD: u64 = 4096;
+
+/// Milliseconds since the store was created: deadlines in 8 bytes.
+type Ms = u64;
 
 #[derive(Clone, Copy, Debug)]
 enum State {
-    InFlight { token: ClaimToken, until: Instant },
-    Completed { until: Instant },
+    /// Claimed by `token`; takeover-able from `lease_end`, dropped at `keep_until`.
+    InFlight {
+        token: [u64; 2],
+        lease_end: Ms,
+        keep_until: Ms,
+    },
+    /// Processed; remembered until `until`.
+    Completed { until: Ms },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    state: State,
+    /// Which entry of the shard's queues is this slot's current one: older
+    /// queue entries for the same key are stale and skipped.
+    stamp: u64,
+}
+
+/// A key's place in one of a shard's queues.
+struct Queued {
+    key: Arc<str>,
+    stamp: u64,
+}
+
+/// One shard: the map, and two queues of its keys in the order they will be
+/// dropped.
+///
+/// * `in_flight`: claims in the order they were made (or extended); the front
+///   is dropped once past its `keep_until`.
+/// * `completed`: completed keys, least recently completed or seen again
+///   (a duplicate) first; the front is dropped once past its retention, or
+///   first when the shard is full.
+///
+/// Each state change pushes the key with a fresh stamp; queue entries whose
+/// stamp no longer matches the slot are skipped when they reach the front,
+/// and a queue is compacted when stale entries outnumber live ones.
+#[derive(Default)]
+struct Shard {
+    map: HashMap<Arc<str>, Slot, RandomState>,
+    in_flight: VecDeque<Queued>,
+    completed: VecDeque<Queued>,
+    live_in_flight: usize,
+    live_completed: usize,
+    next_stamp: u64,
+}
+
+/// What a queue holds, to tell live entries from stale ones.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    InFlight,
+    Completed,
 }
 
 impl State {
-    fn until(self) -> Instant {
+    fn kind(self) -> Kind {
         match self {
-            Self::InFlight { until, .. } | Self::Completed { until } => until,
+            Self::InFlight { .. } => Kind::InFlight,
+            Self::Completed { .. } => Kind::Completed,
         }
     }
 }
 
-/// Each entry lives exactly as long as its lease or its retention.
-struct PerEntry;
-
-impl Expiry<String, State> for PerEntry {
-    fn expire_after_create(&self, _: &String, value: &State, now: Instant) -> Option<Duration> {
-        Some(value.until().saturating_duration_since(now))
+impl Shard {
+    fn stamp(&mut self) -> u64 {
+        self.next_stamp += 1;
+        self.next_stamp
     }
 
-    fn expire_after_update(
-        &self,
-        _: &String,
-        value: &State,
-        now: Instant,
-        _: Option<Duration>,
-    ) -> Option<Duration> {
-        Some(value.until().saturating_duration_since(now))
+    /// Whether `entry` is the current queue entry of a live `kind` slot.
+    fn is_current(&self, entry: &Queued, kind: Kind) -> bool {
+        self.map
+            .get(&*entry.key)
+            .is_some_and(|slot| slot.stamp == entry.stamp && slot.state.kind() == kind)
+    }
+
+    fn queue(&mut self, kind: Kind) -> &mut VecDeque<Queued> {
+        match kind {
+            Kind::InFlight => &mut self.in_flight,
+            Kind::Completed => &mut self.completed,
+        }
+    }
+
+    fn live_mut(&mut self, kind: Kind) -> &mut usize {
+        match kind {
+            Kind::InFlight => &mut self.live_in_flight,
+            Kind::Completed => &mut self.live_completed,
+        }
+    }
+
+    /// Stores `state` under `key` (an existing key's `Arc` is reused) and
+    /// queues it, keeping the live counts right.
+    fn put(&mut self, key: Arc<str>, state: State, previous: Option<State>) {
+        if let Some(previous) = previous {
+            *self.live_mut(previous.kind()) -= 1;
+        }
+        let stamp = self.stamp();
+        let kind = state.kind();
+        *self.live_mut(kind) += 1;
+        self.queue(kind).push_back(Queued {
+            key: Arc::clone(&key),
+            stamp,
+        });
+        self.map.insert(key, Slot { state, stamp });
+        self.compact(kind);
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(slot) = self.map.remove(key) {
+            *self.live_mut(slot.state.kind()) -= 1;
+        }
+    }
+
+    /// Drops stale queue entries when they outnumber live ones (amortized
+    /// O(1) per operation), so that a long-lived entry at a queue's front
+    /// cannot make the queue grow without bound.
+    fn compact(&mut self, kind: Kind) {
+        let live = match kind {
+            Kind::InFlight => self.live_in_flight,
+            Kind::Completed => self.live_completed,
+        };
+        if self.queue(kind).len() <= 2 * live + 1024 {
+            return;
+        }
+        let mut queue = std::mem::take(self.queue(kind));
+        queue.retain(|entry| self.is_current(entry, kind));
+        *self.queue(kind) = queue;
+    }
+
+    /// Drops what is past its time at the queues' fronts, and stale entries.
+    fn sweep(&mut self, now: Ms) {
+        while let Some(front) = self.in_flight.front() {
+            if self.is_current(front, Kind::InFlight) {
+                match self.map[&*front.key].state {
+                    State::InFlight { keep_until, .. } if keep_until <= now => {}
+                    _ => break,
+                }
+                let key = Arc::clone(&front.key);
+                self.remove(&key);
+            }
+            self.in_flight.pop_front();
+        }
+        while let Some(front) = self.completed.front() {
+            if self.is_current(front, Kind::Completed) {
+                match self.map[&*front.key].state {
+                    State::Completed { until } if until <= now => {}
+                    _ => break,
+                }
+                let key = Arc::clone(&front.key);
+                self.remove(&key);
+            }
+            self.completed.pop_front();
+        }
+    }
+
+    /// Makes room for one new key in a full shard: forgets the least recently
+    /// completed (or seen) delivery, else a claim whose lease ran out. Never
+    /// an unexpired claim: returns `false` when only those are left.
+    fn evict_one(&mut self, now: Ms) -> bool {
+        while let Some(front) = self.completed.pop_front() {
+            if self.is_current(&front, Kind::Completed) {
+                self.remove(&front.key);
+                return true;
+            }
+        }
+        let position = self.in_flight.iter().position(|entry| {
+            self.is_current(entry, Kind::InFlight)
+                && matches!(self.map[&*entry.key].state,
+                    State::InFlight { lease_end, .. } if lease_end <= now)
+        });
+        match position.and_then(|i| self.in_flight.remove(i)) {
+            Some(entry) => {
+                self.remove(&entry.key);
+                true
+            }
+            None => false,
+        }
     }
 }
 
-/// An in-process [`DedupStore`] (moka): the default, and right for one process.
+/// The in-process [`DedupStore`]: the default, and right for one process.
 ///
-/// Each key expires on its own schedule (the lease while in flight, the
-/// retention once completed), and every operation is an atomic per-key compute.
+/// Every operation is one step under the lock of the key's shard, so exactly
+/// one of any number of concurrent claimers wins.
 ///
-/// **Limits.** It deduplicates within one process only: two instances of a
-/// service each have their own memory, so use a shared backend (Redis, SQL) as
-/// soon as more than one instance receives webhooks. It holds at most
-/// `capacity` keys (default [`DEFAULT_CAPACITY`]); under pressure moka evicts
-/// entries, and an evicted completed key would be processed again if its
-/// sender retried. A restart forgets everything.
+/// **Scope.** It deduplicates within one process only: two instances of a
+/// service each have their own memory, so use a shared backend (Redis, SQL)
+/// as soon as more than one instance receives webhooks. A restart forgets
+/// everything.
 ///
-/// **Memory.** About 550 bytes per remembered delivery with the pipeline's
+/// **Lifetimes.** A completed delivery is remembered for the retention the
+/// pipeline passes (7 days by default). An in-flight claim may be taken over
+/// once its lease runs out, but it is kept 10 minutes longer (a lease longer
+/// than that: one more lease): until
+/// somebody takes it over, its holder's `complete`, `extend` and `release`
+/// still apply.
+///
+/// **Capacity** is the number of keys held at most, in flight and completed
+/// (default [`DEFAULT_CAPACITY`]; spread over up to 64 shards, each holding
+/// its share). When a shard is full, a new claim makes room by forgetting the
+/// delivery completed (or last seen as a duplicate) longest ago, then a claim
+/// whose lease ran out; it never drops an unexpired claim or a newer
+/// completion in their place. When a shard holds nothing but unexpired
+/// claims, the new claim fails with [`StoreError::Unavailable`] (the pipeline
+/// answers 503, the sender retries) instead of forgetting one. A forgotten
+/// completion would run again if its sender retried it, so size the capacity
+/// above the deliveries received within the retention period: at the default
+/// 7 days, 1,000,000 keys cover 1.65 deliveries/s sustained.
+///
+/// **Memory.** About 200 bytes per remembered delivery with the pipeline's
 /// keys (measured by `cargo run --release -p webhooks-core --example
-/// memory_footprint`): 100,000 deliveries ≈ 59 MiB, the default capacity of
-/// 1,000,000 ≈ 525 MiB at most. Size the capacity to the deliveries you
-/// receive within the retention period.
+/// memory_footprint`): the default capacity of 1,000,000 ≈ 200 MiB at most.
 ///
 /// ```
 /// use webhooks_core::dedup::MemoryStore;
@@ -70,13 +247,22 @@ impl Expiry<String, State> for PerEntry {
 /// ```
 #[derive(Clone)]
 pub struct MemoryStore {
-    cache: Cache<String, State>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shards: Box<[Mutex<Shard>]>,
+    /// Keys per shard.
+    shard_capacity: usize,
+    hasher: RandomState,
+    epoch: Instant,
 }
 
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("entries", &self.cache.entry_count())
+            .field("entries", &self.len())
+            .field("shards", &self.inner.shards.len())
             .finish()
     }
 }
@@ -87,6 +273,16 @@ impl Default for MemoryStore {
     }
 }
 
+/// A duration in whole milliseconds, rounded up (a lease never ends early).
+fn millis(d: Duration) -> Ms {
+    u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+/// The shard table is full of unexpired claims.
+#[derive(Debug, thiserror::Error)]
+#[error("in-process dedup store full of in-flight claims")]
+struct Full;
+
 impl MemoryStore {
     /// A store holding up to [`DEFAULT_CAPACITY`] keys.
     #[must_use]
@@ -94,43 +290,100 @@ impl MemoryStore {
         Self::with_capacity(DEFAULT_CAPACITY)
     }
 
-    /// A store holding up to `capacity` keys.
+    /// A store holding up to `capacity` keys (at least one).
     #[must_use]
     pub fn with_capacity(capacity: u64) -> Self {
+        let capacity = capacity.max(1);
+        let wanted = usize::try_from(capacity / KEYS_PER_SHARD).unwrap_or(MAX_SHARDS);
+        let shards = match wanted.clamp(1, MAX_SHARDS) {
+            n if n.is_power_of_two() => n,
+            n => n.next_power_of_two() / 2,
+        };
+        let shard_capacity =
+            usize::try_from(capacity.div_ceil(shards as u64)).unwrap_or(usize::MAX);
         Self {
-            cache: Cache::builder()
-                .max_capacity(capacity)
-                .expire_after(PerEntry)
-                .build(),
+            inner: Arc::new(Inner {
+                shards: (0..shards).map(|_| Mutex::default()).collect(),
+                shard_capacity,
+                hasher: RandomState::new(),
+                epoch: Instant::now(),
+            }),
         }
     }
 
-    /// Replaces the key's live in-flight state held by `token` with `next()`
-    /// (`None` removes it), atomically.
+    /// How many keys are held (in flight or completed, including any past
+    /// their time that were not dropped yet).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.inner.shards.iter().map(|s| lock(s).map.len()).sum()
+    }
+
+    /// Whether no key is held.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn now(&self) -> Ms {
+        millis(self.inner.epoch.elapsed())
+    }
+
+    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
+        let shards = &self.inner.shards;
+        // The high bits: the map inside uses the low ones (its own hasher).
+        let hash = self.inner.hasher.hash_one(key);
+        let index = (hash >> 32) as usize & (shards.len() - 1);
+        lock(&shards[index])
+    }
+
+    /// Applies `next` to the key's in-flight state if `token` holds it, even
+    /// past its lease (nobody took over while it is still there). `next`
+    /// returns the new state, or `None` to remove the key.
     fn token_update(
         &self,
         key: &str,
         token: ClaimToken,
-        next: impl FnOnce() -> Option<State> + Send,
+        next: impl FnOnce(Ms) -> Option<State>,
     ) -> Transition {
-        let now = Instant::now();
-        let result = self.cache.entry_by_ref(key).and_compute_with(|entry| {
-            match entry.map(moka::Entry::into_value) {
-                Some(State::InFlight { token: held, until }) if held == token && until > now => {
-                    match next() {
-                        Some(state) => Op::Put(state),
-                        None => Op::Remove,
-                    }
-                }
-                _ => Op::Nop,
-            }
-        });
-        match result {
-            CompResult::ReplacedWith(_) | CompResult::Removed(_) | CompResult::Inserted(_) => {
-                Transition::Applied
-            }
-            CompResult::Unchanged(_) | CompResult::StillNone(_) => Transition::Stale,
+        let now = self.now();
+        let mut shard = self.shard(key);
+        let Some((stored, slot)) = shard.map.get_key_value(key) else {
+            return Transition::Stale;
+        };
+        let held = matches!(slot.state,
+            State::InFlight { token: t, keep_until, .. } if t == split(token) && keep_until > now);
+        if !held {
+            return Transition::Stale;
         }
+        let previous = slot.state;
+        let stored = Arc::clone(stored);
+        match next(now) {
+            Some(state) => shard.put(stored, state, Some(previous)),
+            None => shard.remove(key),
+        }
+        Transition::Applied
+    }
+}
+
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    // Nothing panics while a shard is locked, but a poisoned lock still
+    // holds consistent data: keep going.
+    shard.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn split(token: ClaimToken) -> [u64; 2] {
+    let v = token.as_u128();
+    [(v >> 64) as u64, v as u64]
+}
+
+/// The state of a fresh claim at `now`.
+fn in_flight(token: ClaimToken, lease: Duration, now: Ms) -> State {
+    let lease = millis(lease);
+    let lease_end = now.saturating_add(lease);
+    State::InFlight {
+        token: split(token),
+        lease_end,
+        keep_until: lease_end.saturating_add(lease.max(millis(IN_FLIGHT_GRACE))),
     }
 }
 
@@ -142,28 +395,39 @@ impl DedupStore for MemoryStore {
         token: ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        let now = Instant::now();
-        let result = self.cache.entry_by_ref(key).and_compute_with(|entry| {
-            match entry.map(moka::Entry::into_value) {
-                Some(state) if state.until() > now => Op::Nop,
-                _ => Op::Put(State::InFlight {
-                    token,
-                    until: now + lease,
+        let now = self.now();
+        let mut shard = self.shard(key);
+        shard.sweep(now);
+        let existing = shard.map.get_key_value(key).map(|(k, s)| (Arc::clone(k), *s));
+        match existing {
+            Some((_, Slot { state, stamp })) => match state {
+                State::InFlight { lease_end, .. } if lease_end > now => Ok(Claim::InFlight {
+                    retry_after: Duration::from_millis(lease_end - now),
                 }),
-            }
-        });
-        Ok(match result {
-            CompResult::Inserted(_) | CompResult::ReplacedWith(_) => Claim::Claimed,
-            CompResult::Unchanged(entry) => match entry.into_value() {
-                State::InFlight { until, .. } => Claim::InFlight {
-                    retry_after: until.saturating_duration_since(now),
-                },
-                State::Completed { .. } => Claim::Completed,
+                State::Completed { until } if until > now => {
+                    // Seen again: the sender still retries it, so it is the
+                    // last completion to forget when the shard is full.
+                    if shard.completed.back().is_none_or(|last| last.stamp != stamp) {
+                        let (stored, _) = existing.expect("matched Some");
+                        shard.put(stored, state, Some(state));
+                    }
+                    Ok(Claim::Completed)
+                }
+                // A lease that ran out (takeover) or a retention that did.
+                _ => {
+                    let (stored, _) = existing.expect("matched Some");
+                    shard.put(stored, in_flight(token, lease, now), Some(state));
+                    Ok(Claim::Claimed)
+                }
             },
-            CompResult::StillNone(_) | CompResult::Removed(_) => {
-                return Err(StoreError::Protocol("claim left no entry".into()));
+            None => {
+                if shard.map.len() >= self.inner.shard_capacity && !shard.evict_one(now) {
+                    return Err(StoreError::unavailable(Full));
+                }
+                shard.put(Arc::from(key), in_flight(token, lease, now), None);
+                Ok(Claim::Claimed)
             }
-        })
+        }
     }
 
     async fn complete(
@@ -172,15 +436,15 @@ impl DedupStore for MemoryStore {
         token: ClaimToken,
         retention: Duration,
     ) -> Result<Transition, StoreError> {
-        Ok(self.token_update(key, token, || {
+        Ok(self.token_update(key, token, |now| {
             Some(State::Completed {
-                until: Instant::now() + retention,
+                until: now.saturating_add(millis(retention)),
             })
         }))
     }
 
     async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
-        Ok(self.token_update(key, token, || None))
+        Ok(self.token_update(key, token, |_| None))
     }
 
     async fn extend(
@@ -189,11 +453,6 @@ impl DedupStore for MemoryStore {
         token: ClaimToken,
         lease: Duration,
     ) -> Result<Transition, StoreError> {
-        Ok(self.token_update(key, token, || {
-            Some(State::InFlight {
-                token,
-                until: Instant::now() + lease,
-            })
-        }))
+        Ok(self.token_update(key, token, |now| Some(in_flight(token, lease, now))))
     }
 }

@@ -17,6 +17,15 @@
 //! A process that crashes while holding a claim simply stops renewing it: the
 //! lease expires and the sender's next retry takes over.
 //!
+//! **A lease that ran out is not lost until someone takes over.** The lease
+//! only says when another attempt *may* take the claim. Until one does, the
+//! token still holds it: `complete` (a slow handler, or a complete retried
+//! after a store outage), `release` and [`extend`](DedupStore::extend) still
+//! apply, and `extend` then re-acquires the claim for a new lease. The shared
+//! backends keep an expired claim's token for [`EXPIRED_CLAIM_GRACE`] past its
+//! lease (the SQL purge spares it, Redis keeps the key), so that a late
+//! `complete` finds it.
+//!
 //! | backend | feature | scope |
 //! |---|---|---|
 //! | [`MemoryStore`] (moka) | `memory` (default) | one process |
@@ -74,6 +83,13 @@ pub use sql::{PostgresStore, PostgresStoreBuilder};
 pub use sql::{SqliteStore, SqliteStoreBuilder};
 pub use url::{OpenError, store_from_url};
 
+/// How long the shared backends keep a claim whose lease ran out (and that
+/// nobody took over) for its holder's late `complete`: one hour.
+///
+/// After that the SQL purge may delete the row and Redis lets the key expire;
+/// a `complete` then finds nothing and is [`Transition::Stale`].
+pub const EXPIRED_CLAIM_GRACE: Duration = Duration::from_secs(3_600);
+
 /// A random value that identifies one attempt's claim on a delivery.
 ///
 /// `complete` and `release` act only when the stored token is this one.
@@ -81,28 +97,29 @@ pub use url::{OpenError, store_from_url};
 pub struct ClaimToken(u128);
 
 impl ClaimToken {
-    /// A fresh random token (from the operating system's generator).
+    /// A fresh token, unique among the tokens this thread makes and
+    /// unpredictable-looking across all 128 bits.
+    ///
+    /// Each thread seeds itself once from the operating system's generator,
+    /// then runs a counter through a bijective mixer (the SplitMix64
+    /// finalizer, <https://prng.di.unimi.it/splitmix64.c>), so a claim costs
+    /// no system call. Two threads' or processes' tokens collide only if
+    /// their 192 random seed bits line up; tokens only tell one attempt from
+    /// another and are no secret.
     #[must_use]
     pub fn random() -> Self {
-        let mut bytes = [0u8; 16];
-        if getrandom::fill(&mut bytes).is_err() {
-            // No OS randomness: fall back to a per-process random hasher
-            // seeded by std, mixed with a counter and the time. Still unique.
-            use std::hash::{BuildHasher, Hasher};
-            use std::sync::atomic::{AtomicU64, Ordering};
-            static COUNTER: AtomicU64 = AtomicU64::new(0);
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-            h.write_u128(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos()),
-            );
-            let hi = h.finish();
-            h.write_u64(hi);
-            return Self((u128::from(hi) << 64) | u128::from(h.finish()));
+        use std::cell::Cell;
+        thread_local! {
+            static NEXT: Cell<Option<[u64; 3]>> = const { Cell::new(None) };
         }
-        Self(u128::from_le_bytes(bytes))
+        NEXT.with(|next| {
+            let [k_hi, k_lo, n] = next.get().unwrap_or_else(token_seed);
+            next.set(Some([k_hi, k_lo, n.wrapping_add(1)]));
+            // Both halves are bijections of the counter: distinct per call.
+            let hi = splitmix64_mix(n ^ k_hi);
+            let lo = splitmix64_mix(n.wrapping_add(k_lo));
+            Self((u128::from(hi) << 64) | u128::from(lo))
+        })
     }
 
     /// The token as a number.
@@ -137,6 +154,45 @@ impl fmt::Debug for ClaimToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ClaimToken({:08x}…)", (self.0 >> 96) as u32)
     }
+}
+
+/// A thread's token keys and counter start, from the operating system's
+/// generator (or, without one, std's per-process random hasher keys mixed
+/// with a counter and the time).
+fn token_seed() -> [u64; 3] {
+    let mut bytes = [0u8; 24];
+    if getrandom::fill(&mut bytes).is_ok() {
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+            u64::from_le_bytes(w)
+        };
+        return [word(0), word(1), word(2)];
+    }
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    let mut seed = [0u64; 3];
+    for word in &mut seed {
+        *word = h.finish();
+        h.write_u64(*word);
+    }
+    seed
+}
+
+/// The SplitMix64 output function: a bijection on `u64` that spreads every
+/// input bit over the output.
+fn splitmix64_mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// The answer to a [`claim`](DedupStore::claim).
@@ -236,7 +292,9 @@ pub trait DedupStore: Send + Sync + 'static {
     ) -> Result<Claim, StoreError>;
 
     /// Marks the claimed key as processed, remembered for `retention`, if
-    /// `token` still holds the claim.
+    /// `token` still holds the claim: the key is in flight with this token,
+    /// even when its lease has run out (nobody took over). Stale when another
+    /// token took over, the key completed, or it is gone.
     ///
     /// # Errors
     ///
@@ -248,7 +306,8 @@ pub trait DedupStore: Send + Sync + 'static {
         retention: Duration,
     ) -> Result<Transition, StoreError>;
 
-    /// Forgets the claim so that a retry may run, if `token` still holds it.
+    /// Forgets the claim so that a retry may run, if `token` still holds it
+    /// (its lease may have run out).
     ///
     /// # Errors
     ///
@@ -256,6 +315,11 @@ pub trait DedupStore: Send + Sync + 'static {
     async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError>;
 
     /// Extends the lease to `lease` from now, if `token` still holds the claim.
+    ///
+    /// A lease that ran out without a takeover still belongs to `token`:
+    /// extending it re-acquires the claim (nobody else can have run in the
+    /// meantime, since a takeover replaces the token). Stale when another
+    /// token took over, the key completed, or it is gone.
     ///
     /// # Errors
     ///
@@ -311,5 +375,16 @@ mod tests {
         assert_eq!(ClaimToken::from_hex(&a.to_hex()), Some(a));
         assert_eq!(ClaimToken::from_hex("xyz"), None);
         assert!(!format!("{a:?}").contains(&a.to_hex()));
+    }
+
+    #[test]
+    fn tokens_differ_in_every_part() {
+        // Tests and tools use a token's first hex digits as a unique name.
+        let tokens: Vec<_> = (0..1000).map(|_| ClaimToken::random()).collect();
+        let prefixes: std::collections::HashSet<_> =
+            tokens.iter().map(|t| t.to_hex()[..12].to_owned()).collect();
+        assert_eq!(prefixes.len(), tokens.len());
+        let other = std::thread::spawn(ClaimToken::random).join().unwrap();
+        assert!(!tokens.contains(&other));
     }
 }

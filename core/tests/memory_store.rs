@@ -1,0 +1,153 @@
+//! What the in-process store promises at its edges: at capacity it forgets the
+//! oldest completions, never in-flight claims or recent completions; a claim
+//! outlives its lease until somebody takes it over.
+//!
+//! ```text
+//! cargo test -p webhooks-core --test memory_store
+//! ```
+
+use std::time::Duration;
+
+use webhooks_core::dedup::{Claim, ClaimToken, DedupStore, MemoryStore, StoreError, Transition};
+
+const LEASE: Duration = Duration::from_secs(60);
+const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+const CAPACITY: u64 = 1_000;
+
+/// Claims and completes `key`, as a successful delivery does.
+async fn deliver(store: &MemoryStore, key: &str) {
+    let token = ClaimToken::random();
+    assert_eq!(
+        store.claim(key, token, LEASE).await.unwrap(),
+        Claim::Claimed,
+        "{key} is new"
+    );
+    assert_eq!(
+        store.complete(key, token, RETENTION).await.unwrap(),
+        Transition::Applied,
+        "{key} completes"
+    );
+}
+
+/// A run at capacity: 20 times more deliveries than the store holds, each
+/// retried at once. Every retry must be answered "completed" (none runs
+/// again), and the latest half-capacity of completions must all be there.
+#[tokio::test]
+async fn recent_completions_survive_at_capacity() {
+    let store = MemoryStore::with_capacity(CAPACITY);
+    let mut rerun = 0;
+    for i in 0..20 * CAPACITY {
+        let key = format!("webhooks:test:msg_{i}");
+        deliver(&store, &key).await;
+        // The sender missed the 2xx and retries right away.
+        match store.claim(&key, ClaimToken::random(), LEASE).await.unwrap() {
+            Claim::Completed => {}
+            _ => rerun += 1,
+        }
+    }
+    assert_eq!(rerun, 0, "immediate retries that would run again");
+    let mut lost = 0;
+    for i in 20 * CAPACITY - CAPACITY / 2..20 * CAPACITY {
+        let key = format!("webhooks:test:msg_{i}");
+        if store.claim(&key, ClaimToken::random(), LEASE).await.unwrap() != Claim::Completed {
+            lost += 1;
+        }
+    }
+    assert_eq!(lost, 0, "recent completions forgotten");
+}
+
+/// Claims in flight while the store overflows with completions are never the
+/// ones dropped: retries still see them in flight and their holders complete.
+#[tokio::test]
+async fn in_flight_claims_survive_a_full_store() {
+    let store = MemoryStore::with_capacity(CAPACITY);
+    let held: Vec<_> = (0..100)
+        .map(|i| (format!("webhooks:test:slow_{i}"), ClaimToken::random()))
+        .collect();
+    for (key, token) in &held {
+        assert_eq!(
+            store.claim(key, *token, LEASE).await.unwrap(),
+            Claim::Claimed
+        );
+    }
+    for i in 0..10 * CAPACITY {
+        deliver(&store, &format!("webhooks:test:msg_{i}")).await;
+    }
+    for (key, token) in &held {
+        let retry = store.claim(key, ClaimToken::random(), LEASE).await.unwrap();
+        assert!(matches!(retry, Claim::InFlight { .. }), "{key}: {retry:?}");
+        assert_eq!(
+            store.complete(key, *token, RETENTION).await.unwrap(),
+            Transition::Applied,
+            "{key}"
+        );
+    }
+}
+
+/// A store full of unexpired claims refuses a new one (503 upstream) rather
+/// than forgetting a claim; once a lease ran out, that claim makes room.
+#[tokio::test]
+async fn full_of_claims_refuses_then_makes_room_from_expired_leases() {
+    let store = MemoryStore::with_capacity(10);
+    for i in 0..9 {
+        let key = format!("webhooks:test:long_{i}");
+        assert_eq!(
+            store.claim(&key, ClaimToken::random(), LEASE).await.unwrap(),
+            Claim::Claimed
+        );
+    }
+    let short = ClaimToken::random();
+    let lease = Duration::from_millis(50);
+    assert_eq!(
+        store.claim("webhooks:test:short", short, lease).await.unwrap(),
+        Claim::Claimed
+    );
+    let refused = store.claim("webhooks:test:new", ClaimToken::random(), LEASE).await;
+    assert!(matches!(refused, Err(StoreError::Unavailable(_))), "{refused:?}");
+    tokio::time::sleep(lease * 3).await;
+    assert_eq!(
+        store.claim("webhooks:test:new", ClaimToken::random(), LEASE).await.unwrap(),
+        Claim::Claimed
+    );
+    assert_eq!(store.len(), 10);
+    // The expired claim was the one forgotten.
+    assert_eq!(
+        store.complete("webhooks:test:short", short, RETENTION).await.unwrap(),
+        Transition::Stale
+    );
+}
+
+/// A holder whose lease ran out, with nobody taking over, may still extend
+/// and complete; after a takeover it may not.
+#[tokio::test]
+async fn late_complete_applies_until_someone_takes_over() {
+    let store = MemoryStore::new();
+    let lease = Duration::from_millis(50);
+
+    let token = ClaimToken::random();
+    assert_eq!(store.claim("a", token, lease).await.unwrap(), Claim::Claimed);
+    tokio::time::sleep(lease * 3).await;
+    assert_eq!(store.extend("a", token, lease).await.unwrap(), Transition::Applied);
+    tokio::time::sleep(lease * 3).await;
+    assert_eq!(
+        store.complete("a", token, RETENTION).await.unwrap(),
+        Transition::Applied
+    );
+    assert_eq!(
+        store.claim("a", ClaimToken::random(), lease).await.unwrap(),
+        Claim::Completed
+    );
+
+    let old = ClaimToken::random();
+    assert_eq!(store.claim("b", old, lease).await.unwrap(), Claim::Claimed);
+    tokio::time::sleep(lease * 3).await;
+    let new = ClaimToken::random();
+    assert_eq!(store.claim("b", new, lease).await.unwrap(), Claim::Claimed);
+    assert_eq!(store.complete("b", old, RETENTION).await.unwrap(), Transition::Stale);
+    assert_eq!(store.extend("b", old, lease).await.unwrap(), Transition::Stale);
+    assert_eq!(store.release("b", old).await.unwrap(), Transition::Stale);
+    assert_eq!(
+        store.complete("b", new, RETENTION).await.unwrap(),
+        Transition::Applied
+    );
+}
