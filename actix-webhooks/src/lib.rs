@@ -53,11 +53,15 @@
 
 mod error;
 mod extract;
+#[cfg(feature = "inbox-admin")]
+mod inbox_admin;
 mod middleware;
 pub mod testing;
 
 pub use error::{ExtractRejection, WebhookRejection};
 pub use extract::{RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
+#[cfg(feature = "inbox-admin")]
+pub use inbox_admin::inbox_admin;
 pub use middleware::{Webhooks, WebhooksMiddleware};
 pub use webhooks_core::event::Event;
 pub use webhooks_core::{self as core, Delivery, Receiver, Rejection, Verified};

@@ -67,16 +67,7 @@ impl Delivery {
     /// assert!(!message.contains("secret-ish"));
     /// ```
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ExtractError> {
-        let mut de = serde_json::Deserializer::from_slice(&self.body);
-        let parsed = serde_path_to_error::deserialize(&mut de)
-            .map_err(json_error)
-            .and_then(|value| {
-                de.end().map_err(|e| ExtractError::Json {
-                    path: ".".into(),
-                    message: scrub(&e.to_string()),
-                })?;
-                Ok(value)
-            });
+        let parsed = parse_json(&self.body);
         if let Err(ExtractError::Json { path, message }) = &parsed {
             // A deployment that cannot read a new event type must be loud:
             // the sender retries it for days. The path and serde's scrubbed
@@ -89,6 +80,19 @@ impl Delivery {
             );
         }
         parsed
+    }
+}
+
+/// `body` as JSON `T`; see [`Delivery::json`].
+pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ExtractError> {
+    {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let value = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
+        de.end().map_err(|e| ExtractError::Json {
+            path: ".".into(),
+            message: scrub(&e.to_string()),
+        })?;
+        Ok(value)
     }
 }
 

@@ -29,6 +29,7 @@ pub mod dedup;
 mod delivery;
 mod error;
 pub mod event;
+pub mod inbox;
 pub mod ordering;
 mod public_url;
 pub mod receiver;

@@ -133,6 +133,7 @@ struct Inner {
     complete_retry: Duration,
     on_reject: Option<RejectFn>,
     clock: Clock,
+    inbox: Option<crate::inbox::accept::InboxAccept>,
     signals: Arc<Signals>,
 }
 
@@ -156,6 +157,7 @@ impl fmt::Debug for Receiver {
             .field("retention", &i.retention)
             .field("namespace", &i.namespace)
             .field("store_failure", &i.store_failure)
+            .field("inbox", &i.inbox.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -229,12 +231,13 @@ impl Receiver {
     #[must_use]
     pub fn rejection_response(&self, rejection: &Rejection) -> Response<Bytes> {
         match &self.inner.on_reject {
-            Some(f) => {
+            // A stored delivery is an acknowledgement, not a failure to shape.
+            Some(f) if !matches!(rejection, Rejection::Stored { .. }) => {
                 let mut response = f(rejection);
                 rejection.apply_protocol(&mut response);
                 response
             }
-            None => rejection.to_response(),
+            _ => rejection.to_response(),
         }
     }
 
@@ -252,6 +255,7 @@ impl Receiver {
     pub async fn admit(&self, head: RequestHead<'_>, body: Bytes) -> Result<Admission, Rejection> {
         let inner = &self.inner;
         let now = (inner.clock)();
+        let headers = head.headers;
         let scheme = inner.verifier.scheme();
         let observer = Observer {
             signals: Arc::clone(&inner.signals),
@@ -278,12 +282,17 @@ impl Receiver {
         }
         span.record("key", field::display(&verified.matched_key));
 
-        let Some(store) = &inner.store else {
-            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
-        };
         let id = match &inner.key_fn {
             Some(f) => f(&verified, &body),
             None => verified.dedup_id(&body),
+        };
+        if let Some(inbox) = &inner.inbox {
+            // Inbox mode: the inbox's unique key is the dedup; workers run the handler.
+            let (ns, retry) = (&inner.namespace, inner.store_retry_after);
+            return Err(inbox.store(ns, id, verified, headers, body, retry).await);
+        }
+        let Some(store) = &inner.store else {
+            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
         };
         let Some(id) = id else {
             return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
@@ -441,6 +450,10 @@ impl Receiver {
             // Per-delivery success stays below INFO: enable DEBUG for the
             // `webhooks_core` target (or read the span) to see each one.
             Ok(_) => tracing::debug!("webhook handled"),
+            Err(stored @ Rejection::Stored { .. }) => {
+                span.record("outcome", stored.kind());
+                tracing::debug!("webhook stored in the inbox");
+            }
             Err(rejection) => {
                 self.inner.signals.rejected(scheme, rejection);
                 span.record("outcome", rejection.kind());
@@ -957,6 +970,7 @@ impl ReceiverBuilder {
                 complete_retry: DEFAULT_COMPLETE_RETRY,
                 on_reject: None,
                 clock: Arc::new(SystemTime::now),
+                inbox: None,
                 signals: Arc::new(Signals::new(DEFAULT_NAMESPACE)),
             },
         }
@@ -1079,6 +1093,35 @@ impl ReceiverBuilder {
     /// The clock used for timestamp tolerance (default `SystemTime::now`).
     pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
         self.inner.clock = Arc::new(clock);
+        self
+    }
+
+    /// Inbox mode: each verified delivery is stored in `inbox` (its dedup
+    /// key unique: a stored delivery's retry is answered as a duplicate), the
+    /// sender answered `202` once it is stored, and [`Worker`](crate::inbox::Worker)s
+    /// run the handler; the route's own handler is not called. Store down:
+    /// `503` + `Retry-After` ([`store_retry_after`](Self::store_retry_after)),
+    /// never fail-open. The dedup store is not used.
+    pub fn inbox(mut self, inbox: Arc<dyn crate::inbox::Inbox>) -> Self {
+        self.inner.inbox = Some(crate::inbox::accept::InboxAccept::new(inbox));
+        self
+    }
+
+    /// The status answered once a delivery is stored in the inbox (default
+    /// `202 Accepted`). Needs [`inbox`](Self::inbox) first.
+    pub fn inbox_status(mut self, status: http::StatusCode) -> Self {
+        if let Some(inbox) = &mut self.inner.inbox {
+            inbox.status = status;
+        }
+        self
+    }
+
+    /// Request headers stored with each inbox event and handed to the worker
+    /// (default none). Needs [`inbox`](Self::inbox) first.
+    pub fn inbox_keep_headers(mut self, names: impl IntoIterator<Item = http::HeaderName>) -> Self {
+        if let Some(inbox) = &mut self.inner.inbox {
+            inbox.keep_headers = names.into_iter().collect();
+        }
         self
     }
 

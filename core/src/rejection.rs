@@ -28,6 +28,7 @@ pub const DUPLICATE_HEADER: &str = "webhook-duplicate";
 /// | [`StoreUnavailable`](Self::StoreUnavailable) | 503 | `Retry-After` |
 /// | [`HandlerPanicked`](Self::HandlerPanicked) | 500 | |
 /// | [`Extract`](Self::Extract) | 422 (JSON does not fit) or 500 (no layer) | |
+/// | [`Stored`](Self::Stored) | 202 (configurable) | |
 ///
 /// A receiver's `on_reject` hook shapes the body and headers of these
 /// responses, never the protocol: the status, `Retry-After` and
@@ -79,6 +80,13 @@ pub enum Rejection {
     /// handler did not run; the claim was released.
     #[error(transparent)]
     Extract(ExtractError),
+    /// The delivery was stored durably in the inbox; a worker will process
+    /// it (not a failure: the sender is told it was received).
+    #[error("accepted")]
+    Stored {
+        /// The status answered (default 202).
+        status: StatusCode,
+    },
 }
 
 impl Rejection {
@@ -95,6 +103,7 @@ impl Rejection {
             Self::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::HandlerPanicked => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Extract(e) => e.status(),
+            Self::Stored { status } => *status,
         }
     }
 
@@ -112,6 +121,7 @@ impl Rejection {
             Self::StoreUnavailable { .. } => "store_unavailable",
             Self::HandlerPanicked => "handler_panicked",
             Self::Extract(e) => e.kind(),
+            Self::Stored { .. } => "stored",
         }
     }
 

@@ -132,6 +132,28 @@ pub fn receiver(
     .build())
 }
 
+/// The pipeline in inbox mode: verified deliveries are stored in `inbox` and
+/// answered `202`; [`Worker`](webhooks_core::inbox::Worker)s apply them.
+///
+/// # Errors
+///
+/// [`ConfigError`] when the secret is unusable for the scheme.
+pub fn inbox_receiver(
+    scheme: Scheme,
+    secret: &str,
+    inbox: Arc<dyn webhooks_core::inbox::Inbox>,
+) -> Result<Receiver, ConfigError> {
+    let builder = Receiver::builder(scheme.verifier(secret)?)
+        .inbox(inbox)
+        .namespace(NAMESPACE)
+        .body_limit(64 * 1024);
+    Ok(match scheme {
+        Scheme::Slack => builder.dedup_key_json_pointer("/id"),
+        _ => builder,
+    }
+    .build())
+}
+
 /// Opens what `config` names: the dedup store, the pipeline and the database.
 ///
 /// # Errors

@@ -45,10 +45,14 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod extract;
+#[cfg(feature = "inbox-admin")]
+mod inbox_admin;
 mod layer;
 pub mod testing;
 
 pub use extract::{ExtractRejection, RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
+#[cfg(feature = "inbox-admin")]
+pub use inbox_admin::InboxAdmin;
 pub use layer::{ResponseFuture, Webhook, WebhookLayer};
 pub use webhooks_core::event::Event;
 pub use webhooks_core::{self as core, Delivery, Receiver, Rejection, Verified};

@@ -17,6 +17,11 @@
 //! Exits non-zero when an invariant fails. The simulator's options (see
 //! `simulator --help`) change the run: `cargo run -p examples --bin demo --
 //! --seed 3 --events 1000`.
+//!
+//! `--inbox` runs the same story in inbox mode: deliveries are stored in an
+//! SQLite inbox (temp dir) and answered `202`, four `Worker`s apply them, and
+//! the check waits for the inbox to drain (nothing pending, nothing leased,
+//! no dead letter) before the same invariants.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -24,11 +29,13 @@ use std::sync::Arc;
 
 use clap::Parser as _;
 use examples::app::{self, WEBHOOK_PATH, router};
+use examples::event::EmailEvent;
 use examples::schemes::Scheme;
 use examples::simulator::{Intent, Outcome, Plan, SimulatorArgs, SimulatorConfig, Summary, run};
 use examples::state::{EmailState, Ledger};
 use examples::store::EmailStore;
 use webhooks_core::dedup::MemoryStore;
+use webhooks_core::inbox::{Job, Shutdown, Worker, inbox_from_url};
 
 /// The secret from the Standard Webhooks specification's examples: public, for demos only.
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -46,9 +53,33 @@ async fn main() -> ExitCode {
 }
 
 async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let inbox_mode = args.iter().any(|a| a == "--inbox");
+    args.retain(|a| a != "--inbox");
     let dir = tempfile::tempdir()?;
     let store = EmailStore::open_in(dir.path()).await?;
-    let receiver = app::receiver(Scheme::Standard, SECRET, Arc::new(MemoryStore::new()))?;
+    let mut workers = None;
+    let receiver = if inbox_mode {
+        let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
+        let inbox = inbox_from_url(&url).await?;
+        let apply = store.clone();
+        let worker = Worker::builder(Arc::clone(&inbox))
+            .concurrency(4)
+            .poll_interval(std::time::Duration::from_millis(20))
+            .handler(move |job: Job<EmailEvent>| {
+                let store = apply.clone();
+                async move { store.apply(&job.event).await.map(drop) }
+            });
+        let shutdown = Shutdown::new();
+        workers = Some((
+            Arc::clone(&inbox),
+            shutdown.clone(),
+            tokio::spawn(worker.run(shutdown.signal())),
+        ));
+        app::inbox_receiver(Scheme::Standard, SECRET, inbox)?
+    } else {
+        app::receiver(Scheme::Standard, SECRET, Arc::new(MemoryStore::new()))?
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -60,24 +91,25 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
             .into_future(),
     );
 
-    let config = SimulatorArgs::parse().apply(SimulatorConfig {
-        url: format!("http://{address}{WEBHOOK_PATH}"),
-        secret: SECRET.to_owned(),
-        emails: 30,
-        events: 400,
-        concurrency: 16,
-        duplicates: 0.15,
-        reorder: 0.3,
-        tampered: 0.04,
-        wrong_secret_rate: 0.04,
-        stale: 0.04,
-        unknown: 0.02,
-        seed: 7,
-        // The 409 for a delivery in flight asks for the rest of the lease (a
-        // minute); the attempt holding it ends in milliseconds.
-        max_retry_after: std::time::Duration::from_secs(1),
-        ..SimulatorConfig::default()
-    });
+    let config = SimulatorArgs::parse_from(std::iter::once(String::from("demo")).chain(args))
+        .apply(SimulatorConfig {
+            url: format!("http://{address}{WEBHOOK_PATH}"),
+            secret: SECRET.to_owned(),
+            emails: 30,
+            events: 400,
+            concurrency: 16,
+            duplicates: 0.15,
+            reorder: 0.3,
+            tampered: 0.04,
+            wrong_secret_rate: 0.04,
+            stale: 0.04,
+            unknown: 0.02,
+            seed: 7,
+            // The 409 for a delivery in flight asks for the rest of the lease (a
+            // minute); the attempt holding it ends in milliseconds.
+            max_retry_after: std::time::Duration::from_secs(1),
+            ..SimulatorConfig::default()
+        });
     let plan = Plan::generate(&config)?;
     let planned: Vec<String> = plan
         .counts()
@@ -85,7 +117,12 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
         .map(|(intent, n)| format!("{n} {intent}"))
         .collect();
     println!(
-        "receiver  http://{address}{WEBHOOK_PATH}  (axum, in-process dedup, SQLite in a temp dir)"
+        "receiver  http://{address}{WEBHOOK_PATH}  (axum, {}, SQLite in a temp dir)",
+        if inbox_mode {
+            "durable inbox (SQLite) + 4 workers"
+        } else {
+            "in-process dedup"
+        }
     );
     println!(
         "simulator {} emails, {} deliveries: {}  (seed {}, concurrency {})\n",
@@ -98,13 +135,39 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
 
     let summary = run(&config, &plan).await?;
     println!("{summary}\n");
+    let mut drained = true;
+    if let Some((inbox, shutdown, running)) = workers {
+        // Every accepted delivery is applied by the workers: wait for the
+        // inbox to drain (or give up after a minute), then stop them.
+        let started = std::time::Instant::now();
+        let stats = loop {
+            let stats = inbox.stats().await?;
+            if (stats.pending == 0 && stats.in_flight == 0)
+                || started.elapsed() > std::time::Duration::from_secs(60)
+            {
+                break stats;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        shutdown.trigger();
+        let report = running.await?;
+        drained = stats.pending == 0 && stats.in_flight == 0 && stats.dead == 0;
+        println!(
+            "[{}] inbox drained: {} completed by the workers, {} pending, {} leased, {} dead letters\n",
+            if drained { " ok " } else { "FAIL" },
+            report.completed,
+            stats.pending,
+            stats.in_flight,
+            stats.dead
+        );
+    }
 
     let emails = store.emails().await?;
     let suppressions = store.suppressions().await?;
     let applications = store.applications().await?;
     print_table(&plan, &emails, suppressions.len());
 
-    let ok = check(&plan, &summary, &emails, &suppressions, &applications);
+    let ok = check(&plan, &summary, &emails, &suppressions, &applications) && drained;
     let _ = stop.send(());
     server.await??;
     store.close().await;

@@ -1,0 +1,293 @@
+//! Run with: cargo run --release -p webhooks-core --all-features --example inbox_bench
+//!
+//! Measures every inbox backend on this machine, side by side with the dedup
+//! claim on the same server in the same run:
+//!
+//! - accept latency (median, 99th percentile) and accepts per second, with 16
+//!   concurrent tasks over unique keys (`BENCH_EVENTS`, default 5 000);
+//! - the dedup store's claim latency under the same load (the comparison the
+//!   inbox's accept should stay within 1.5× of);
+//! - events processed per second end to end: a `Worker` with 4 concurrent
+//!   loops (`BENCH_BATCH` events per lease, default 8) and a no-op handler,
+//!   from start until every accepted event is completed.
+//!
+//! Servers come from `WEBHOOKS_POSTGRES_URL`, `WEBHOOKS_MYSQL_URL`,
+//! `WEBHOOKS_REDIS_URL` (the test defaults); SQLite uses a temporary file. A
+//! backend that cannot be opened is skipped. Each run uses its own tables or
+//! key prefix and deletes them afterwards.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use webhooks_core::dedup::{
+    ClaimToken, DedupStore, MySqlStore, PostgresStore, RedisStore, SqliteStore,
+};
+use webhooks_core::inbox::{
+    Inbox, Job, MySqlInbox, NewEvent, PostgresInbox, RedisInbox, Shutdown, SqliteInbox, Worker,
+};
+
+const TASKS: usize = 16;
+
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn env_url(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+fn suffix() -> String {
+    ClaimToken::random().to_hex()[..12].to_owned()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Runs `op(i)` for `0..n` from 16 tasks; wall time and sorted latencies.
+async fn drive<F, Fut>(n: usize, op: F) -> (Duration, Vec<Duration>)
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|lane| {
+            let op = Arc::clone(&op);
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let mut i = lane;
+                while i < n {
+                    let t = Instant::now();
+                    op(i).await;
+                    latencies.push(t.elapsed());
+                    i += TASKS;
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(n);
+    for task in tasks {
+        all.extend(task.await.expect("task"));
+    }
+    let wall = started.elapsed();
+    all.sort_unstable();
+    (wall, all)
+}
+
+struct Row {
+    backend: &'static str,
+    accept_p50: Duration,
+    accept_p99: Duration,
+    accepts_per_second: f64,
+    claim_p50: Duration,
+    claim_p99: Duration,
+    events_per_second: f64,
+}
+
+async fn measure(
+    backend: &'static str,
+    inbox: Arc<dyn Inbox>,
+    dedup: Arc<dyn DedupStore>,
+    n: usize,
+    batch: u32,
+) -> Row {
+    let run = suffix();
+    let body = r#"{"type":"email.delivered","data":{"email_id":"e_1","count":3}}"#;
+    let (wall, accepts) = {
+        let inbox = Arc::clone(&inbox);
+        let run = run.clone();
+        drive(n, move |i| {
+            let inbox = Arc::clone(&inbox);
+            let event = NewEvent::new(format!("bench:test:{run}:{i}"), "test", body);
+            async move {
+                inbox.accept(&event).await.expect("accept");
+            }
+        })
+        .await
+    };
+    let (_, claims) = {
+        let dedup = Arc::clone(&dedup);
+        let run = run.clone();
+        drive(n, move |i| {
+            let dedup = Arc::clone(&dedup);
+            let key = format!("bench:test:{run}:{i}");
+            async move {
+                dedup
+                    .claim(&key, ClaimToken::random(), Duration::from_secs(60))
+                    .await
+                    .expect("claim");
+            }
+        })
+        .await
+    };
+    let worker = Worker::builder(Arc::clone(&inbox))
+        .concurrency(4)
+        .batch(batch)
+        .poll_interval(Duration::from_millis(5))
+        .handler(|_: Job<serde_json::Value>| async { Ok::<(), String>(()) });
+    let shutdown = Shutdown::new();
+    let started = Instant::now();
+    let running = tokio::spawn(worker.run(shutdown.signal()));
+    loop {
+        let stats = inbox.stats().await.expect("stats");
+        if stats.completed as usize >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let processing = started.elapsed();
+    shutdown.trigger();
+    let report = running.await.expect("worker");
+    assert_eq!(report.completed as usize, n, "every event completed once");
+    Row {
+        backend,
+        accept_p50: percentile(&accepts, 0.5),
+        accept_p99: percentile(&accepts, 0.99),
+        accepts_per_second: n as f64 / wall.as_secs_f64(),
+        claim_p50: percentile(&claims, 0.5),
+        claim_p99: percentile(&claims, 0.99),
+        events_per_second: n as f64 / processing.as_secs_f64(),
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n = env_count("BENCH_EVENTS", 5_000);
+    let batch = u32::try_from(env_count("BENCH_BATCH", 8)).unwrap_or(8);
+    let mut rows = Vec::new();
+
+    let dir = std::env::temp_dir().join(format!("inbox-bench-{}", suffix()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let sqlite_inbox = format!("sqlite://{}", dir.join("inbox.db").display());
+    let sqlite_dedup = format!("sqlite://{}", dir.join("dedup.db").display());
+    if let (Ok(inbox), Ok(dedup)) = (
+        SqliteInbox::connect(&sqlite_inbox).await,
+        SqliteStore::connect(&sqlite_dedup).await,
+    ) {
+        inbox.migrate().await.expect("migrate");
+        dedup.migrate().await.expect("migrate");
+        rows.push(measure("SQLite", Arc::new(inbox), Arc::new(dedup), n, batch).await);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let pg = env_url(
+        "WEBHOOKS_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/test",
+    );
+    let table = format!("bench_inbox_{}", suffix());
+    let dedup_table = format!("bench_dedup_{}", suffix());
+    match (
+        PostgresInbox::builder(&pg)
+            .table(&table)
+            .max_connections(16)
+            .connect()
+            .await,
+        PostgresStore::builder(&pg)
+            .table(&dedup_table)
+            .max_connections(16)
+            .connect()
+            .await,
+    ) {
+        (Ok(inbox), Ok(dedup)) => {
+            inbox.migrate().await.expect("migrate");
+            dedup.migrate().await.expect("migrate");
+            let pool = inbox.pool().clone();
+            rows.push(measure("PostgreSQL", Arc::new(inbox), Arc::new(dedup), n, batch).await);
+            for t in [&table, &dedup_table] {
+                let _ = sqlx::query(&format!("DROP TABLE \"{t}\""))
+                    .execute(&pool)
+                    .await;
+            }
+        }
+        _ => eprintln!("PostgreSQL skipped: cannot connect"),
+    }
+
+    let my = env_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test");
+    let table = format!("bench_inbox_{}", suffix());
+    let dedup_table = format!("bench_dedup_{}", suffix());
+    match (
+        MySqlInbox::builder(&my)
+            .table(&table)
+            .max_connections(16)
+            .connect()
+            .await,
+        MySqlStore::builder(&my)
+            .table(&dedup_table)
+            .max_connections(16)
+            .connect()
+            .await,
+    ) {
+        (Ok(inbox), Ok(dedup)) => {
+            inbox.migrate().await.expect("migrate");
+            dedup.migrate().await.expect("migrate");
+            let pool = inbox.pool().clone();
+            rows.push(measure("MariaDB/MySQL", Arc::new(inbox), Arc::new(dedup), n, batch).await);
+            for t in [&table, &dedup_table] {
+                let _ = sqlx::query(&format!("DROP TABLE `{t}`"))
+                    .execute(&pool)
+                    .await;
+            }
+        }
+        _ => eprintln!("MySQL skipped: cannot connect"),
+    }
+
+    let redis_url = env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379");
+    let prefix = format!("bench-inbox-{}:", suffix());
+    match (
+        RedisInbox::builder(&redis_url)
+            .key_prefix(&prefix)
+            .connect()
+            .await,
+        RedisStore::builder(&redis_url)
+            .key_prefix(&format!("{prefix}dedup:"))
+            .connect()
+            .await,
+    ) {
+        (Ok(inbox), Ok(dedup)) => {
+            rows.push(measure("Redis", Arc::new(inbox), Arc::new(dedup), n, batch).await);
+            if let Ok(client) = redis::Client::open(redis_url.as_str())
+                && let Ok(mut conn) = client.get_multiplexed_async_connection().await
+            {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(format!("{prefix}*"))
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                for chunk in keys.chunks(500) {
+                    let _: Result<(), _> =
+                        redis::cmd("DEL").arg(chunk).query_async(&mut conn).await;
+                }
+            }
+        }
+        _ => eprintln!("Redis skipped: cannot connect"),
+    }
+
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "| backend | accept p50 | accept p99 | dedup claim p50 | dedup claim p99 | accept / claim (p50) | accepts/s | events/s end to end |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        println!(
+            "| {} | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} ms | {:.2}× | {:.0} | {:.0} |",
+            r.backend,
+            ms(r.accept_p50),
+            ms(r.accept_p99),
+            ms(r.claim_p50),
+            ms(r.claim_p99),
+            ms(r.accept_p50) / ms(r.claim_p50).max(1e-9),
+            r.accepts_per_second,
+            r.events_per_second,
+        );
+    }
+}

@@ -1,0 +1,755 @@
+//! The durable inbox: store each verified delivery, answer at once, process it
+//! in [`Worker`]s with retries, dead letters and replay.
+//!
+//! With an inbox configured ([`ReceiverBuilder::inbox`](crate::ReceiverBuilder::inbox)),
+//! the pipeline verifies a delivery, [`accept`](Inbox::accept)s it (an insert
+//! whose unique key is the dedup key: that uniqueness *is* the deduplication),
+//! and only then answers the sender (`202` by default). Workers, in any number
+//! of processes, [`lease`](Inbox::lease) due events, run the handler, and
+//! [`complete`](Inbox::complete), [`retry`](Inbox::retry) or
+//! [`dead_letter`](Inbox::dead_letter) them.
+//!
+//! Every transition of a leased event names the lease's [`ClaimToken`]: a
+//! worker whose lease expired and was taken over can never complete, retry,
+//! hand back or dead-letter the event someone else now holds
+//! ([`Transition::Stale`]). Every time is the database's own clock, so workers
+//! on hosts with skewed clocks still agree.
+//!
+//! | state | how it gets there | leaves by |
+//! |---|---|---|
+//! | pending | accepted; retried; handed back; replayed | leased when due |
+//! | leased | a worker leased it (attempt + 1) | complete, retry, dead letter, hand back; lease expiry (taken over, or dead-lettered if it was the last attempt) |
+//! | completed | the handler succeeded | purged after the retention |
+//! | dead | the last attempt failed, or its lease expired | replayed or discarded |
+//!
+//! **Guarantee.** Each delivery is stored once (a sender's retry of a stored
+//! delivery is answered as a duplicate) and completed once. The handler runs at
+//! least once; exactly once unless a crash or a lease expiry hits while it runs
+//! (then the next lease runs it again).
+//!
+//! | backend | feature | lease |
+//! |---|---|---|
+//! | [`SqliteInbox`] | `sqlite` | one `UPDATE … RETURNING` under SQLite's write lock |
+//! | [`PostgresInbox`] | `postgres` | `UPDATE … WHERE key IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING` |
+//! | [`MySqlInbox`] | `mysql` | `SELECT … FOR UPDATE SKIP LOCKED` then `UPDATE`, one transaction |
+//! | [`RedisInbox`] | `redis` | a Lua script over a hash per event and sorted sets (see its durability note) |
+//!
+//! [`inbox_from_url`] picks one at run time.
+//!
+//! ```
+//! # #[cfg(feature = "sqlite")]
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use webhooks_core::dedup::{ClaimToken, Transition};
+//! use webhooks_core::inbox::{Accepted, Inbox, NewEvent, SqliteInbox};
+//!
+//! let inbox = SqliteInbox::connect("sqlite::memory:").await?;
+//! inbox.migrate().await?;
+//! let event = NewEvent::new("webhooks:test:msg_1", "test", "{}");
+//! assert_eq!(inbox.accept(&event).await?, Accepted::Stored);
+//! assert_eq!(inbox.accept(&event).await?, Accepted::Duplicate);
+//!
+//! let token = ClaimToken::random();
+//! let leased = inbox.lease(token, 10, Duration::from_secs(30), 5).await?;
+//! assert_eq!(leased.len(), 1);
+//! assert_eq!(leased[0].attempt, 1);
+//! // A worker whose lease was taken over cannot complete:
+//! assert_eq!(inbox.complete(&leased[0].meta.key, ClaimToken::random()).await?, Transition::Stale);
+//! assert_eq!(inbox.complete(&leased[0].meta.key, token).await?, Transition::Applied);
+//! # Ok(()) }
+//! # #[cfg(not(feature = "sqlite"))] fn main() {}
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use sha2::{Digest as _, Sha256};
+
+use crate::ConfigError;
+pub use crate::dedup::{ClaimToken, Transition};
+
+pub(crate) mod accept;
+pub mod admin;
+pub mod signals;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod sql;
+
+#[cfg(feature = "mysql")]
+mod mysql;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod worker;
+
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisInbox, RedisInboxBuilder};
+#[cfg(feature = "mysql")]
+pub use mysql::MySqlInbox;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresInbox;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use sql::{DEFAULT_INBOX_TABLE, SqlInboxBuilder};
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteInbox;
+pub use worker::{
+    Backoff, HandlerError, Job, Shutdown, ShutdownSignal, Worker, WorkerBuilder, WorkerReport,
+};
+
+/// The error kept with an event whose lease expired on its last attempt.
+pub const EXPIRED_ON_LAST_ATTEMPT: &str =
+    "lease expired on the last attempt: the worker crashed, was killed or stalled";
+
+/// The longest error text stored with a retried or dead-lettered event.
+pub const MAX_ERROR_LEN: usize = 2_000;
+
+/// The longest key stored as is; longer keys are stored as `sha256:` and the
+/// hex digest of their bytes.
+pub const MAX_KEY_LEN: usize = 255;
+
+/// Why an inbox operation failed. Every backend maps its driver's errors into
+/// it, keeping them as the source.
+///
+/// At accept, the pipeline answers `503` with `Retry-After` for every variant:
+/// nothing was acknowledged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InboxError {
+    /// The store could not be reached or refused the operation.
+    #[error("inbox store unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store did not answer in time.
+    #[error("inbox store timed out")]
+    Timeout,
+    /// The store answered something this backend does not understand.
+    #[error("inbox store returned an unexpected answer: {0}")]
+    Protocol(String),
+    /// The store refused this event for good (a byte sequence it cannot
+    /// store): retrying the same delivery fails the same way. At accept: `400`.
+    #[error("inbox store refused the event")]
+    Permanent(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl InboxError {
+    /// Wraps a driver error as [`InboxError::Unavailable`], keeping it as the source.
+    pub fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Unavailable(Box::new(error))
+    }
+}
+
+impl From<crate::dedup::StoreError> for InboxError {
+    fn from(error: crate::dedup::StoreError) -> Self {
+        use crate::dedup::StoreError;
+        match error {
+            StoreError::Timeout => Self::Timeout,
+            StoreError::Protocol(message) => Self::Protocol(message),
+            StoreError::Unavailable(source) => Self::Unavailable(source),
+            StoreError::Permanent(source) => Self::Permanent(source),
+        }
+    }
+}
+
+/// Why an inbox could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The URL or a setting is invalid, or names a backend whose cargo
+    /// feature is off. Never contains the URL (it may hold a password).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The store could not be reached, or refused to set up its table.
+    #[error(transparent)]
+    Store(#[from] InboxError),
+}
+
+impl From<crate::dedup::OpenError> for OpenError {
+    fn from(error: crate::dedup::OpenError) -> Self {
+        match error {
+            crate::dedup::OpenError::Config(config) => Self::Config(config),
+            crate::dedup::OpenError::Store(store) => Self::Store(store.into()),
+        }
+    }
+}
+
+/// A verified delivery to store: what [`Inbox::accept`] inserts.
+///
+/// `Debug` shows the body's length, never its content.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct NewEvent {
+    /// The unique key: the pipeline's dedup key (`namespace:scheme:id`).
+    pub key: String,
+    /// The scheme's name.
+    pub scheme: String,
+    /// The sender's delivery id, if any.
+    pub delivery_id: Option<String>,
+    /// The event type, if the scheme reports one.
+    pub event_type: Option<String>,
+    /// Which secret or key matched (`secret#0`), never the secret.
+    pub matched_key: String,
+    /// The request headers kept with the event (those the receiver was told to keep).
+    pub headers: Vec<(String, String)>,
+    /// The exact verified body.
+    pub body: Bytes,
+    /// The signed timestamp (Unix seconds), if the scheme signs one.
+    pub signed_at: Option<u64>,
+}
+
+impl fmt::Debug for NewEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewEvent")
+            .field("key", &self.key)
+            .field("scheme", &self.scheme)
+            .field("delivery_id", &self.delivery_id)
+            .field("event_type", &self.event_type)
+            .field("matched_key", &self.matched_key)
+            .field("headers", &self.headers.len())
+            .field("body_len", &self.body.len())
+            .field("signed_at", &self.signed_at)
+            .finish()
+    }
+}
+
+impl NewEvent {
+    /// An event with only its key, scheme and body (for tests and custom
+    /// integrations; the pipeline fills every field).
+    #[must_use]
+    pub fn new(key: impl Into<String>, scheme: impl Into<String>, body: impl Into<Bytes>) -> Self {
+        Self {
+            key: key.into(),
+            scheme: scheme.into(),
+            delivery_id: None,
+            event_type: None,
+            matched_key: String::new(),
+            headers: Vec::new(),
+            body: body.into(),
+            signed_at: None,
+        }
+    }
+
+    /// Sets the event type.
+    #[must_use]
+    pub fn with_event_type(mut self, event_type: impl Into<String>) -> Self {
+        self.event_type = Some(event_type.into());
+        self
+    }
+
+    /// The key as stored: itself, or its digest when longer than [`MAX_KEY_LEN`].
+    #[must_use]
+    pub fn stored_key(&self) -> String {
+        stored_key(&self.key)
+    }
+}
+
+/// `key`, or `sha256:` and its hex digest when longer than [`MAX_KEY_LEN`] bytes.
+pub(crate) fn stored_key(key: &str) -> String {
+    if key.len() <= MAX_KEY_LEN {
+        return key.to_owned();
+    }
+    let digest = Sha256::digest(key.as_bytes());
+    let mut out = String::from("sha256:");
+    for byte in digest {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}
+
+/// The answer to [`Inbox::accept`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Accepted {
+    /// Inserted, durably: the sender may be told it was received.
+    Stored,
+    /// An event with this key is already stored (in any state): nothing changed.
+    Duplicate,
+}
+
+/// What the inbox keeps about an event besides its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EventMeta {
+    /// The stored key.
+    pub key: String,
+    /// The scheme's name.
+    pub scheme: String,
+    /// The sender's delivery id, if any.
+    pub delivery_id: Option<String>,
+    /// The event type, if known.
+    pub event_type: Option<String>,
+    /// Which secret or key matched.
+    pub matched_key: String,
+    /// The kept request headers.
+    pub headers: Vec<(String, String)>,
+    /// When the inbox first stored the delivery (the database's clock).
+    pub received_at: SystemTime,
+    /// The signed timestamp (Unix seconds), if any.
+    pub signed_at: Option<u64>,
+}
+
+/// An event a worker holds: run the handler, then settle it with the token.
+///
+/// `Debug` shows the body's length, never its content.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct LeasedEvent {
+    /// The metadata.
+    pub meta: EventMeta,
+    /// The exact verified body.
+    pub body: Bytes,
+    /// This attempt's number, from 1.
+    pub attempt: u32,
+    /// The lease's token.
+    pub token: ClaimToken,
+}
+
+impl fmt::Debug for LeasedEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeasedEvent")
+            .field("meta", &self.meta)
+            .field("body_len", &self.body.len())
+            .field("attempt", &self.attempt)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+/// A dead-lettered event: listed without its body, inspected with it.
+///
+/// `Debug` shows the body's length, never its content.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// The metadata.
+    pub meta: EventMeta,
+    /// How many attempts ran.
+    pub attempts: u32,
+    /// The last attempt's error (the handler's message, a timeout, a panic,
+    /// or an expired lease), never the body.
+    pub last_error: Option<String>,
+    /// When the event was dead-lettered (the database's clock).
+    pub dead_at: SystemTime,
+    /// The body; empty in [`Inbox::dead_letters`] listings.
+    pub body: Bytes,
+}
+
+impl fmt::Debug for DeadLetter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeadLetter")
+            .field("meta", &self.meta)
+            .field("attempts", &self.attempts)
+            .field("last_error", &self.last_error)
+            .field("dead_at", &self.dead_at)
+            .field("body_len", &self.body.len())
+            .finish()
+    }
+}
+
+/// Which dead letters [`Inbox::dead_letters`] lists, oldest receipt first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadLetterFilter {
+    /// Only this scheme.
+    pub scheme: Option<String>,
+    /// Only this event type.
+    pub event_type: Option<String>,
+    /// Only events received at or after this time.
+    pub received_from: Option<SystemTime>,
+    /// Only events received before this time.
+    pub received_until: Option<SystemTime>,
+    /// Continue after this page's [`next`](DeadLetterPage::next) cursor.
+    pub after: Option<DeadLetterCursor>,
+    /// At most this many (default 50, at most 1000).
+    pub limit: Option<u32>,
+}
+
+impl DeadLetterFilter {
+    /// The page size: `limit`, 50 by default, within 1 to 1000.
+    #[must_use]
+    pub fn page_size(&self) -> u32 {
+        self.limit.unwrap_or(50).clamp(1, 1000)
+    }
+}
+
+/// Where a page of dead letters ended: pass it back as
+/// [`DeadLetterFilter::after`]. Its string form (`Display` / `FromStr`) is
+/// what the admin routers use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterCursor {
+    /// The last listed event's receipt time, epoch milliseconds.
+    pub received_at_ms: i64,
+    /// The last listed event's key.
+    pub key: String,
+}
+
+impl fmt::Display for DeadLetterCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.received_at_ms, self.key)
+    }
+}
+
+impl std::str::FromStr for DeadLetterCursor {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = ConfigError::Invalid {
+            what: "dead-letter cursor",
+            reason: "expected <milliseconds>.<key>",
+        };
+        let (ms, key) = s.split_once('.').ok_or(invalid.clone())?;
+        Ok(Self {
+            received_at_ms: ms.parse().map_err(|_| invalid)?,
+            key: key.to_owned(),
+        })
+    }
+}
+
+/// One page of dead letters.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DeadLetterPage {
+    /// The dead letters, bodies left out.
+    pub items: Vec<DeadLetter>,
+    /// The cursor of the next page, when this one was full.
+    pub next: Option<DeadLetterCursor>,
+}
+
+/// Counts for dashboards and alerts (see [`Inbox::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InboxStats {
+    /// Events waiting, due now or later (the queue depth).
+    pub pending: u64,
+    /// Of those, the ones due now.
+    pub due: u64,
+    /// How long the oldest due event has been waiting past its due time.
+    pub oldest_due_age: Option<Duration>,
+    /// Events leased by a worker.
+    pub in_flight: u64,
+    /// Dead letters.
+    pub dead: u64,
+    /// Completed events not yet purged.
+    pub completed: u64,
+}
+
+/// A durable inbox of verified deliveries.
+///
+/// Every operation is one atomic step in the store (a statement, a
+/// transaction, a Lua script). Implementations are used as `Arc<dyn Inbox>`,
+/// so a deployment chooses its backend at run time ([`inbox_from_url`]).
+#[async_trait::async_trait]
+pub trait Inbox: Send + Sync + 'static {
+    /// Inserts `event`, unique on its key, due now. Returns only once the
+    /// insert is durable.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer: nothing may be acknowledged.
+    async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError>;
+
+    /// Leases up to `batch` due events to `token` for `lease`, counting one
+    /// attempt each. Due: pending with a due time passed, or leased with an
+    /// expired lease and fewer than `max_attempts` attempts (a takeover).
+    /// Leased events whose lease expired on attempt `max_attempts` or later
+    /// are dead-lettered first (the worker crashed or stalled on its last try).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn lease(
+        &self,
+        token: ClaimToken,
+        batch: u32,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> Result<Vec<LeasedEvent>, InboxError>;
+
+    /// Renews the lease to `lease` from now, if `token` still holds the event.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, InboxError>;
+
+    /// Marks the event completed, if `token` still holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn complete(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError>;
+
+    /// Makes the event pending again, due after `delay`, keeping `error`
+    /// (truncated to [`MAX_ERROR_LEN`]), if `token` still holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn retry(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        delay: Duration,
+        error: &str,
+    ) -> Result<Transition, InboxError>;
+
+    /// Hands the event back unstarted (a worker stopping): pending, due now,
+    /// and this attempt not counted, if `token` still holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError>;
+
+    /// Dead-letters the event with `error`, if `token` still holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn dead_letter(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        error: &str,
+    ) -> Result<Transition, InboxError>;
+
+    /// Lists dead letters (without bodies), oldest receipt first.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn dead_letters(&self, filter: &DeadLetterFilter) -> Result<DeadLetterPage, InboxError>;
+
+    /// One dead letter with its body; `None` if `key` is not dead-lettered.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn dead_letter_get(&self, key: &str) -> Result<Option<DeadLetter>, InboxError>;
+
+    /// Makes a dead letter pending again, due now, with a fresh attempt
+    /// budget. Of concurrent replays of one event exactly one is
+    /// [`Applied`](Transition::Applied).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn replay(&self, key: &str) -> Result<Transition, InboxError>;
+
+    /// Deletes a dead letter.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn discard(&self, key: &str) -> Result<Transition, InboxError>;
+
+    /// Deletes the events completed more than `older_than` ago; returns how
+    /// many. Keep `older_than` above the senders' retry window (days): a
+    /// retry of a purged delivery is stored and processed again.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn purge_completed(&self, older_than: Duration) -> Result<u64, InboxError>;
+
+    /// Queue depth, age of the oldest due event, in-flight and dead counts.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn stats(&self) -> Result<InboxStats, InboxError>;
+}
+
+/// Epoch milliseconds as a time.
+pub(crate) fn from_ms(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// A time as epoch milliseconds.
+pub(crate) fn to_ms(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A duration as milliseconds, saturating.
+pub(crate) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// `error` cut to [`MAX_ERROR_LEN`] bytes at a character boundary.
+pub(crate) fn truncate_error(error: &str) -> &str {
+    if error.len() <= MAX_ERROR_LEN {
+        return error;
+    }
+    let mut end = MAX_ERROR_LEN;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    &error[..end]
+}
+
+/// The headers as stored: a JSON array of `[name, value]` pairs.
+pub(crate) fn encode_headers(headers: &[(String, String)]) -> String {
+    serde_json::to_string(headers).unwrap_or_else(|_| "[]".to_owned())
+}
+
+/// The stored headers back.
+pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+/// Opens the inbox named by `url` and creates its table if missing.
+///
+/// | URL | backend | feature |
+/// |---|---|---|
+/// | `postgres://…`, `postgresql://…` | [`PostgresInbox`] | `postgres` |
+/// | `mysql://…`, `mariadb://…` | [`MySqlInbox`] | `mysql` |
+/// | `sqlite://path`, `sqlite:path` | [`SqliteInbox`] | `sqlite` |
+/// | `redis://…`, `rediss://…`, `redis+unix://…` | [`RedisInbox`] (prefix `inbox:`) | `redis` |
+///
+/// ```no_run
+/// # async fn run() -> Result<(), webhooks_core::inbox::OpenError> {
+/// let inbox = webhooks_core::inbox::inbox_from_url("sqlite://inbox.db").await?;
+/// # let _ = inbox; Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// [`OpenError::Config`] for an unknown scheme, one whose feature is off, or
+/// a malformed URL; [`OpenError::Store`] when the store does not answer.
+pub async fn inbox_from_url(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    let scheme = url
+        .split_once(':')
+        .map(|(scheme, _)| scheme.to_ascii_lowercase())
+        .ok_or(ConfigError::Invalid {
+            what: "inbox URL",
+            reason: "has no scheme (postgres://, mysql://, sqlite:// or redis://)",
+        })?;
+    match scheme.as_str() {
+        "postgres" | "postgresql" => postgres(url).await,
+        "mysql" | "mariadb" => mysql(url).await,
+        "sqlite" => sqlite(url).await,
+        "redis" | "rediss" | "redis+unix" | "unix" => redis_inbox(url).await,
+        _ => Err(ConfigError::Invalid {
+            what: "inbox URL",
+            reason: "unknown scheme; expected postgres, mysql, mariadb, sqlite or redis",
+        }
+        .into()),
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    let inbox = PostgresInbox::connect(url).await?;
+    inbox.migrate().await?;
+    Ok(Arc::new(inbox))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    Err(feature_off(
+        "postgres:// needs webhooks-core's `postgres` feature",
+    ))
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    let inbox = MySqlInbox::connect(url).await?;
+    inbox.migrate().await?;
+    Ok(Arc::new(inbox))
+}
+
+#[cfg(not(feature = "mysql"))]
+async fn mysql(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    Err(feature_off(
+        "mysql:// and mariadb:// need webhooks-core's `mysql` feature",
+    ))
+}
+
+#[cfg(feature = "sqlite")]
+async fn sqlite(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    let inbox = SqliteInbox::connect(url).await?;
+    inbox.migrate().await?;
+    Ok(Arc::new(inbox))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn sqlite(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    Err(feature_off(
+        "sqlite:// needs webhooks-core's `sqlite` feature",
+    ))
+}
+
+#[cfg(feature = "redis")]
+async fn redis_inbox(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    Ok(Arc::new(RedisInbox::connect(url).await?))
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis_inbox(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    Err(feature_off(
+        "redis:// needs webhooks-core's `redis` feature",
+    ))
+}
+
+#[allow(dead_code, reason = "used only by the backends whose feature is off")]
+fn feature_off(reason: &'static str) -> OpenError {
+    ConfigError::Invalid {
+        what: "inbox URL",
+        reason,
+    }
+    .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_keys_are_digested() {
+        assert_eq!(stored_key("a:b:c"), "a:b:c");
+        let long = "k".repeat(MAX_KEY_LEN + 1);
+        assert_eq!(stored_key(&long).len(), 7 + 64);
+    }
+
+    #[test]
+    fn errors_are_truncated_at_char_boundaries() {
+        let text = "é".repeat(MAX_ERROR_LEN);
+        let cut = truncate_error(&text);
+        assert!(cut.len() <= MAX_ERROR_LEN);
+        assert!(cut.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn cursors_round_trip() {
+        let cursor = DeadLetterCursor {
+            received_at_ms: 17,
+            key: "a.b:c".into(),
+        };
+        assert_eq!(
+            cursor.to_string().parse::<DeadLetterCursor>().unwrap(),
+            cursor
+        );
+        assert!("x".parse::<DeadLetterCursor>().is_err());
+    }
+
+    #[test]
+    fn debug_never_shows_the_body() {
+        let event = NewEvent::new("k", "s", "secret-body");
+        assert!(!format!("{event:?}").contains("secret-body"));
+    }
+
+    #[tokio::test]
+    async fn unknown_schemes_are_config_errors() {
+        assert!(matches!(
+            inbox_from_url("ftp://x").await,
+            Err(OpenError::Config(_))
+        ));
+    }
+}

@@ -1,0 +1,237 @@
+//! The MySQL / MariaDB [`Inbox`](super::Inbox).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
+
+use super::sql::{Dialect, InboxStatements, LeaseRow, SqlInboxBuilder, leased, sql_inbox};
+use super::{Accepted, ClaimToken, InboxError, LeasedEvent, NewEvent, OpenError};
+use crate::dedup::sql::within;
+
+const DIALECT: Dialect = Dialect {
+    param: mysql_param,
+    now: "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+    int: "SIGNED",
+    empty_blob: "X''",
+    quote: '`',
+    lock: " FOR UPDATE SKIP LOCKED",
+    key_select: "CAST(event_key AS CHAR)",
+};
+
+fn mysql_param(_: usize) -> String {
+    "?".to_owned()
+}
+
+/// An [`Inbox`](super::Inbox) in a MySQL (8.0+) or MariaDB (10.6+) InnoDB
+/// table, shared by every worker and receiver using it.
+///
+/// MySQL has no `UPDATE … RETURNING`, so a lease is one short transaction:
+///
+/// ```sql
+/// SELECT event_key FROM t WHERE <due> ORDER BY due_at LIMIT ? FOR UPDATE SKIP LOCKED;
+/// UPDATE t SET state = 1, token = ?, lease_until = now + ?, attempts = attempts + 1
+///   WHERE event_key IN (…);
+/// SELECT … FROM t WHERE event_key IN (…);
+/// COMMIT;
+/// ```
+///
+/// Concurrent workers skip each other's locked rows. Accept is a plain
+/// `INSERT`; a duplicate key is [`Accepted::Duplicate`]. Keys are
+/// `VARCHAR(255)` in `utf8mb4_bin` (compared byte for byte). The pool's
+/// sessions use `READ COMMITTED` and an `innodb_lock_wait_timeout` of the
+/// command timeout (whole seconds, at least 1).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use webhooks_core::inbox::MySqlInbox;
+///
+/// let inbox = MySqlInbox::builder("mysql://app:secret@db.internal/app").connect().await?;
+/// inbox.migrate().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MySqlInbox {
+    pool: MySqlPool,
+    sql: Arc<InboxStatements>,
+    command_timeout: Duration,
+}
+
+sql_inbox!(MySqlInbox, MySqlPool);
+
+impl MySqlInbox {
+    /// A builder for an inbox on the database at `url`
+    /// (`mysql://user:password@host:port/database`, or `mariadb://…`).
+    pub fn builder(url: &str) -> SqlInboxBuilder<Self> {
+        SqlInboxBuilder::new(url, 10)
+    }
+
+    /// Connects with the defaults; see [`builder`](Self::builder).
+    ///
+    /// # Errors
+    ///
+    /// As the builder's `connect`.
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        Self::builder(url).connect().await
+    }
+
+    /// An inbox on an existing pool, with the default table and a 2 s
+    /// command timeout.
+    #[must_use]
+    pub fn new(pool: MySqlPool) -> Self {
+        Self::from_parts(pool, super::DEFAULT_INBOX_TABLE, Duration::from_secs(2))
+    }
+
+    fn from_parts(pool: MySqlPool, table: &str, command_timeout: Duration) -> Self {
+        Self {
+            pool,
+            sql: Arc::new(InboxStatements::new(table, &DIALECT)),
+            command_timeout,
+        }
+    }
+
+    /// Creates the table (InnoDB, utf8mb4, with its indexes) if missing.
+    /// Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the database cannot answer or refuses.
+    pub async fn migrate(&self) -> Result<(), InboxError> {
+        let table = &self.sql.table;
+        let create = format!(
+            "CREATE TABLE IF NOT EXISTS `{table}` (\
+             event_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, \
+             scheme VARCHAR(64) NOT NULL, \
+             delivery_id TEXT, \
+             event_type TEXT, \
+             matched_key TEXT NOT NULL, \
+             headers MEDIUMTEXT NOT NULL, \
+             body LONGBLOB NOT NULL, \
+             received_at BIGINT NOT NULL, \
+             signed_at BIGINT, \
+             state BIGINT NOT NULL, \
+             attempts BIGINT NOT NULL, \
+             due_at BIGINT NOT NULL, \
+             token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin, \
+             lease_until BIGINT, \
+             last_error TEXT, \
+             updated_at BIGINT NOT NULL, \
+             PRIMARY KEY (event_key), \
+             KEY `{table}_due` (state, due_at), \
+             KEY `{table}_lease` (state, lease_until), \
+             KEY `{table}_received` (state, received_at, event_key), \
+             KEY `{table}_updated` (state, updated_at)\
+             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+        );
+        within(
+            self.command_timeout.max(Duration::from_secs(10)),
+            sqlx::query(&create).execute(&self.pool),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn accept_event(&self, event: &NewEvent) -> Result<Accepted, sqlx::Error> {
+        let inserted = sqlx::query(&self.sql.accept)
+            .bind(event.stored_key())
+            .bind(&event.scheme)
+            .bind(&event.delivery_id)
+            .bind(&event.event_type)
+            .bind(&event.matched_key)
+            .bind(super::encode_headers(&event.headers))
+            .bind(event.body.as_ref())
+            .bind(event.signed_at.and_then(|s| i64::try_from(s).ok()))
+            .execute(&self.pool)
+            .await;
+        match inserted {
+            Ok(_) => Ok(Accepted::Stored),
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => Ok(Accepted::Duplicate),
+            Err(other) => Err(other),
+        }
+    }
+
+    async fn lease_events(
+        &self,
+        token: ClaimToken,
+        batch: i64,
+        lease_ms: i64,
+        max_attempts: i64,
+    ) -> Result<Vec<LeasedEvent>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let keys: Vec<(String,)> = sqlx::query_as(&self.sql.lease_select)
+            .bind(max_attempts)
+            .bind(batch)
+            .fetch_all(&mut *tx)
+            .await?;
+        if keys.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        let list = vec!["?"; keys.len()].join(", ");
+        let update = format!("{}{list})", self.sql.lease_update);
+        let mut query = sqlx::query(&update).bind(token.to_hex()).bind(lease_ms);
+        for (key,) in &keys {
+            query = query.bind(key);
+        }
+        query.execute(&mut *tx).await?;
+        let read = format!("{}{list})", self.sql.lease_read);
+        let mut query = sqlx::query_as::<_, LeaseRow>(&read);
+        for (key,) in &keys {
+            query = query.bind(key);
+        }
+        let rows = query.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows.into_iter().map(|row| leased(row, token)).collect())
+    }
+}
+
+impl SqlInboxBuilder<MySqlInbox> {
+    /// Opens the pool and one connection. Does not create the table: call
+    /// [`MySqlInbox::migrate`].
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Config`] for a bad URL or table name, [`OpenError::Store`]
+    /// when the database cannot be reached in time.
+    pub async fn connect(self) -> Result<MySqlInbox, OpenError> {
+        self.validate()?;
+        // sqlx names the scheme `mysql`; MariaDB users may write `mariadb`.
+        let url = match self.url.strip_prefix("mariadb:") {
+            Some(rest) => format!("mysql:{rest}"),
+            None => self.url.clone(),
+        };
+        let options: MySqlConnectOptions = self.settings.connect_options(
+            &url,
+            "mysql URL",
+            "not a URL sqlx accepts (mysql://user:password@host:port/database)",
+        )?;
+        let lock_wait = self.settings.command_timeout.as_secs().max(1);
+        let pool = self
+            .settings
+            .pool_options()
+            .after_connect(move |conn, _| {
+                async move {
+                    sqlx::query(&format!(
+                        "SET SESSION innodb_lock_wait_timeout = {lock_wait}"
+                    ))
+                    .execute(&mut *conn)
+                    .await?;
+                    sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .execute(&mut *conn)
+                        .await?;
+                    Ok(())
+                }
+                .boxed()
+            })
+            .connect_with(options);
+        let pool = within(self.settings.connect_timeout, pool)
+            .await
+            .map_err(InboxError::from)?;
+        Ok(MySqlInbox::from_parts(
+            pool,
+            &self.settings.table,
+            self.settings.command_timeout,
+        ))
+    }
+}

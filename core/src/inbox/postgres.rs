@@ -1,0 +1,177 @@
+//! The PostgreSQL [`Inbox`](super::Inbox).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool};
+
+use super::sql::{Dialect, InboxStatements, SqlInboxBuilder, returning_ops, sql_inbox};
+use super::{InboxError, OpenError};
+use crate::dedup::sql::within;
+
+const DIALECT: Dialect = Dialect {
+    param: pg_param,
+    now: "CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT)",
+    int: "BIGINT",
+    empty_blob: "''::bytea",
+    quote: '"',
+    lock: " FOR UPDATE SKIP LOCKED",
+    key_select: "event_key",
+};
+
+fn pg_param(n: usize) -> String {
+    format!("${n}")
+}
+
+/// An [`Inbox`](super::Inbox) in a PostgreSQL table, shared by every worker
+/// and receiver that uses the same database and table.
+///
+/// A lease is one statement:
+///
+/// ```sql
+/// UPDATE t SET state = 1, token = $1, lease_until = now + $2, attempts = attempts + 1
+/// WHERE event_key IN (SELECT event_key FROM t WHERE <due> ORDER BY due_at LIMIT $4
+///                     FOR UPDATE SKIP LOCKED)
+/// RETURNING …
+/// ```
+///
+/// Concurrent workers skip each other's locked rows instead of waiting, so
+/// each leases a disjoint batch. Accept is `INSERT … ON CONFLICT (event_key)
+/// DO NOTHING`; it returns after the commit (with `synchronous_commit` on, the
+/// server's default, the row is on disk). `command_timeout` is also the
+/// session's `statement_timeout`.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use webhooks_core::inbox::PostgresInbox;
+///
+/// let inbox = PostgresInbox::builder("postgres://app@db.internal/app").connect().await?;
+/// inbox.migrate().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresInbox {
+    pool: PgPool,
+    sql: Arc<InboxStatements>,
+    command_timeout: Duration,
+}
+
+sql_inbox!(PostgresInbox, PgPool);
+returning_ops!(PostgresInbox);
+
+impl PostgresInbox {
+    /// A builder for an inbox on the database at `url`
+    /// (`postgres://user:password@host:port/database`).
+    pub fn builder(url: &str) -> SqlInboxBuilder<Self> {
+        SqlInboxBuilder::new(url, 10)
+    }
+
+    /// Opens with the defaults; see [`builder`](Self::builder).
+    ///
+    /// # Errors
+    ///
+    /// As the builder's `connect`.
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        Self::builder(url).connect().await
+    }
+
+    /// An inbox on an existing pool,
+    /// with the default table and a 2 s command timeout.
+    #[must_use]
+    pub fn new(pool: PgPool) -> Self {
+        Self::from_parts(pool, super::DEFAULT_INBOX_TABLE, Duration::from_secs(2))
+    }
+
+    fn from_parts(pool: PgPool, table: &str, command_timeout: Duration) -> Self {
+        Self {
+            pool,
+            sql: Arc::new(InboxStatements::new(table, &DIALECT)),
+            command_timeout,
+        }
+    }
+
+    /// Creates the table and its indexes if missing. Idempotent, and safe to
+    /// run from several instances at once (a transaction-level advisory lock).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the database cannot answer or refuses.
+    pub async fn migrate(&self) -> Result<(), InboxError> {
+        let table = &self.sql.table;
+        let t = &self.sql.quoted;
+        let statements = [
+            format!(
+                "CREATE TABLE IF NOT EXISTS {t} (\
+                 event_key TEXT NOT NULL PRIMARY KEY, \
+                 scheme TEXT NOT NULL, \
+                 delivery_id TEXT, \
+                 event_type TEXT, \
+                 matched_key TEXT NOT NULL, \
+                 headers TEXT NOT NULL, \
+                 body BYTEA NOT NULL, \
+                 received_at BIGINT NOT NULL, \
+                 signed_at BIGINT, \
+                 state BIGINT NOT NULL, \
+                 attempts BIGINT NOT NULL, \
+                 due_at BIGINT NOT NULL, \
+                 token TEXT, \
+                 lease_until BIGINT, \
+                 last_error TEXT, \
+                 updated_at BIGINT NOT NULL)"
+            ),
+            format!("CREATE INDEX IF NOT EXISTS \"{table}_due\" ON {t} (state, due_at)"),
+            format!("CREATE INDEX IF NOT EXISTS \"{table}_lease\" ON {t} (state, lease_until)"),
+            format!(
+                "CREATE INDEX IF NOT EXISTS \"{table}_received\" ON {t} (state, received_at, event_key)"
+            ),
+            format!("CREATE INDEX IF NOT EXISTS \"{table}_updated\" ON {t} (state, updated_at)"),
+        ];
+        let lock_key = format!("webhooks-core inbox migrate {table}");
+        within(self.command_timeout.max(Duration::from_secs(10)), async {
+            let mut tx = self.pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+                .bind(&lock_key)
+                .execute(&mut *tx)
+                .await?;
+            for statement in &statements {
+                sqlx::query(statement).execute(&mut *tx).await?;
+            }
+            tx.commit().await
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+impl SqlInboxBuilder<PostgresInbox> {
+    /// Opens the pool and one connection. Does not create the table: call
+    /// [`PostgresInbox::migrate`].
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Config`] for a bad URL or table name, [`OpenError::Store`]
+    /// when the database cannot be reached in time.
+    pub async fn connect(self) -> Result<PostgresInbox, OpenError> {
+        self.validate()?;
+        let options: PgConnectOptions = self.settings.connect_options(
+            &self.url,
+            "postgres URL",
+            "not a URL sqlx accepts (postgres://user:password@host:port/database)",
+        )?;
+        let options = options.options([(
+            "statement_timeout",
+            self.settings.command_timeout.as_millis().max(1),
+        )]);
+        let pool = within(
+            self.settings.connect_timeout,
+            self.settings.pool_options().connect_with(options),
+        )
+        .await
+        .map_err(InboxError::from)?;
+        Ok(PostgresInbox::from_parts(
+            pool,
+            &self.settings.table,
+            self.settings.command_timeout,
+        ))
+    }
+}

@@ -1,0 +1,170 @@
+//! The SQLite [`Inbox`](super::Inbox): the embedded default.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqliteSynchronous};
+
+use super::sql::{Dialect, InboxStatements, SqlInboxBuilder, returning_ops, sql_inbox};
+use super::{InboxError, OpenError};
+use crate::dedup::sql::within;
+
+const DIALECT: Dialect = Dialect {
+    param: sqlite_param,
+    now: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+    int: "INTEGER",
+    empty_blob: "X''",
+    quote: '"',
+    lock: "",
+    key_select: "event_key",
+};
+
+fn sqlite_param(n: usize) -> String {
+    format!("?{n}")
+}
+
+/// An [`Inbox`](super::Inbox) in an SQLite file, for the processes of one host
+/// (never on a network file system).
+///
+/// The file is opened in WAL mode with `synchronous = FULL`: an accepted
+/// event is on disk when [`accept`](super::Inbox::accept) returns. A lease is
+/// one `UPDATE … WHERE event_key IN (SELECT … due … LIMIT n) RETURNING …`,
+/// which SQLite runs under its database write lock: two workers never lease
+/// the same event. `sqlite::memory:` works with a single connection, for tests.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use webhooks_core::inbox::SqliteInbox;
+///
+/// let path = std::env::temp_dir().join(format!("inbox-doc-{}.db", std::process::id()));
+/// let inbox = SqliteInbox::builder(&format!("sqlite://{}", path.display())).connect().await?;
+/// inbox.migrate().await?;
+/// # drop(inbox); let _ = std::fs::remove_file(&path); Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SqliteInbox {
+    pool: SqlitePool,
+    sql: Arc<InboxStatements>,
+    command_timeout: Duration,
+}
+
+sql_inbox!(SqliteInbox, SqlitePool);
+returning_ops!(SqliteInbox);
+
+impl SqliteInbox {
+    /// A builder for an inbox in the file named by `url` (`sqlite://path.db`,
+    /// `sqlite:path.db`, `sqlite::memory:`), created if missing.
+    pub fn builder(url: &str) -> SqlInboxBuilder<Self> {
+        SqlInboxBuilder::new(url, 4)
+    }
+
+    /// Opens with the defaults; see [`builder`](Self::builder).
+    ///
+    /// # Errors
+    ///
+    /// As [`SqlInboxBuilder::connect`](SqlInboxBuilder#method.connect-2).
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        Self::builder(url).connect().await
+    }
+
+    /// An inbox on an existing pool (open it in WAL mode with a busy timeout),
+    /// with the default table and a 2 s command timeout.
+    #[must_use]
+    pub fn new(pool: SqlitePool) -> Self {
+        Self::from_parts(pool, super::DEFAULT_INBOX_TABLE, Duration::from_secs(2))
+    }
+
+    fn from_parts(pool: SqlitePool, table: &str, command_timeout: Duration) -> Self {
+        Self {
+            pool,
+            sql: Arc::new(InboxStatements::new(table, &DIALECT)),
+            command_timeout,
+        }
+    }
+
+    /// Creates the table and its indexes if missing. Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the file cannot be written.
+    pub async fn migrate(&self) -> Result<(), InboxError> {
+        let table = &self.sql.table;
+        let t = &self.sql.quoted;
+        let statements = [
+            format!(
+                "CREATE TABLE IF NOT EXISTS {t} (\
+                 event_key TEXT NOT NULL PRIMARY KEY, \
+                 scheme TEXT NOT NULL, \
+                 delivery_id TEXT, \
+                 event_type TEXT, \
+                 matched_key TEXT NOT NULL, \
+                 headers TEXT NOT NULL, \
+                 body BLOB NOT NULL, \
+                 received_at INTEGER NOT NULL, \
+                 signed_at INTEGER, \
+                 state INTEGER NOT NULL, \
+                 attempts INTEGER NOT NULL, \
+                 due_at INTEGER NOT NULL, \
+                 token TEXT, \
+                 lease_until INTEGER, \
+                 last_error TEXT, \
+                 updated_at INTEGER NOT NULL)"
+            ),
+            format!("CREATE INDEX IF NOT EXISTS \"{table}_due\" ON {t} (state, due_at)"),
+            format!("CREATE INDEX IF NOT EXISTS \"{table}_lease\" ON {t} (state, lease_until)"),
+            format!(
+                "CREATE INDEX IF NOT EXISTS \"{table}_received\" ON {t} (state, received_at, event_key)"
+            ),
+            format!("CREATE INDEX IF NOT EXISTS \"{table}_updated\" ON {t} (state, updated_at)"),
+        ];
+        within(self.command_timeout.max(Duration::from_secs(10)), async {
+            for statement in &statements {
+                sqlx::query(statement).execute(&self.pool).await?;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+impl SqlInboxBuilder<SqliteInbox> {
+    /// Opens (creating if missing) the file in WAL mode, `synchronous = FULL`,
+    /// with a busy timeout of the command timeout. Does not create the table:
+    /// call [`SqliteInbox::migrate`].
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Config`] for a bad URL or table name, [`OpenError::Store`]
+    /// when the file cannot be opened in time.
+    pub async fn connect(self) -> Result<SqliteInbox, OpenError> {
+        self.validate()?;
+        let options: SqliteConnectOptions = self.settings.connect_options(
+            &self.url,
+            "sqlite URL",
+            "not a URL sqlx accepts (sqlite://path/to/file.db)",
+        )?;
+        let in_memory = self.url.contains(":memory:") || self.url.contains("mode=memory");
+        let options = options
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(self.settings.command_timeout);
+        let mut pool = self.settings.pool_options();
+        if in_memory {
+            pool = pool
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
+        }
+        let pool = within(self.settings.connect_timeout, pool.connect_with(options))
+            .await
+            .map_err(InboxError::from)?;
+        Ok(SqliteInbox::from_parts(
+            pool,
+            &self.settings.table,
+            self.settings.command_timeout,
+        ))
+    }
+}

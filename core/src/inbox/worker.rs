@@ -1,0 +1,643 @@
+//! [`Worker`]: leases due events, runs the handler, settles each event.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures_util::FutureExt as _;
+use futures_util::future::{BoxFuture, Either};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tracing::Instrument as _;
+
+use super::{ClaimToken, EventMeta, Inbox, InboxError, LeasedEvent, Transition};
+
+/// What the handler gets: the typed event (the body deserialized as JSON,
+/// like the `VerifiedWebhook<T>` extractors do), the attempt number, the first
+/// receipt time and the metadata.
+///
+/// `Debug` shows the body's length, never its content.
+#[non_exhaustive]
+pub struct Job<T> {
+    /// The event.
+    pub event: T,
+    /// This attempt's number, from 1.
+    pub attempt: u32,
+    /// When the inbox first stored the delivery.
+    pub received_at: SystemTime,
+    /// Scheme, delivery id, event type, matched key, kept headers, signed timestamp.
+    pub meta: EventMeta,
+    /// The exact verified body.
+    pub body: Bytes,
+}
+
+impl<T> fmt::Debug for Job<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("attempt", &self.attempt)
+            .field("received_at", &self.received_at)
+            .field("meta", &self.meta)
+            .field("body_len", &self.body.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handler's failure, as stored with the event: its `Display` text.
+///
+/// Keep secrets and the body out of your error messages: they are stored
+/// and shown in the dead-letter admin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerError(pub String);
+
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HandlerError {}
+
+/// Exponential backoff with full jitter: before attempt `n + 1`, wait a
+/// uniformly random time between zero and `min(max, base × 2^(n-1))`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first ceiling (default 1 s).
+    pub base: Duration,
+    /// The largest ceiling (default 1 h).
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl Backoff {
+    /// The ceiling after failed attempt `attempt` (from 1).
+    #[must_use]
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(attempt.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        self.base.saturating_mul(factor).min(self.max)
+    }
+
+    /// A random delay within the ceiling (full jitter).
+    #[must_use]
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let ceiling = self.ceiling(attempt);
+        let mut bytes = [0u8; 8];
+        if getrandom::fill(&mut bytes).is_err() {
+            return ceiling / 2;
+        }
+        let fraction = (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64;
+        ceiling.mul_f64(fraction)
+    }
+}
+
+/// Tells workers to stop: each finishes the event it is running and hands
+/// the rest of its batch back. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    sender: Arc<watch::Sender<bool>>,
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Shutdown {
+    /// A shutdown not triggered yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            sender: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    /// Triggers it.
+    pub fn trigger(&self) {
+        self.sender.send_replace(true);
+    }
+
+    /// What workers watch.
+    #[must_use]
+    pub fn signal(&self) -> ShutdownSignal {
+        ShutdownSignal {
+            receiver: self.sender.subscribe(),
+        }
+    }
+}
+
+/// The watching side of a [`Shutdown`].
+#[derive(Debug, Clone)]
+pub struct ShutdownSignal {
+    receiver: watch::Receiver<bool>,
+}
+
+impl ShutdownSignal {
+    /// Whether shutdown was triggered.
+    #[must_use]
+    pub fn is_triggered(&self) -> bool {
+        *self.receiver.borrow()
+    }
+
+    /// Resolves once shutdown is triggered (or its `Shutdown` is gone).
+    pub async fn triggered(&mut self) {
+        let _ = self.receiver.wait_for(|stop| *stop).await;
+    }
+}
+
+type Handle<T> = Arc<dyn Fn(Job<T>) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+
+/// Configures a [`Worker`]; start from [`Worker::builder`].
+#[must_use]
+pub struct WorkerBuilder<T> {
+    inbox: Arc<dyn Inbox>,
+    config: Config,
+    marker: PhantomData<fn(T)>,
+}
+
+impl<T> fmt::Debug for WorkerBuilder<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Config {
+    concurrency: usize,
+    batch: u32,
+    lease: Duration,
+    max_attempts: u32,
+    timeout: Duration,
+    backoff: Backoff,
+    poll_interval: Duration,
+}
+
+impl<T: DeserializeOwned + Send + 'static> WorkerBuilder<T> {
+    /// How many events this worker runs at once, each in its own task
+    /// (default 1). Run more workers, in this process or others, freely.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.config.concurrency = n.max(1);
+        self
+    }
+
+    /// How many events one lease takes (default 1). Leased events wait in
+    /// the worker, their leases renewed, until their turn. A lease counts an
+    /// attempt: if the process dies, the unstarted rest of its batch has
+    /// been charged one each (keep `max_attempts` above the batch's share
+    /// of crashes, or the batch at 1 when handlers may kill the process).
+    pub fn batch(mut self, n: u32) -> Self {
+        self.config.batch = n.max(1);
+        self
+    }
+
+    /// The lease (default 30 s), renewed every third of it while the worker
+    /// holds the event: a crashed worker's events are taken over after at
+    /// most this long.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// Attempts before an event is dead-lettered (default 8).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.config.max_attempts = n.max(1);
+        self
+    }
+
+    /// How long one handler run may take (default 30 s); a timeout is a
+    /// failed attempt.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.config.timeout = timeout;
+        self
+    }
+
+    /// The retry backoff (default 1 s doubling up to 1 h, full jitter).
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.config.backoff = backoff;
+        self
+    }
+
+    /// How long an idle worker waits before looking for due events again
+    /// (default 500 ms).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.config.poll_interval = interval;
+        self
+    }
+
+    /// The worker, running `handler`, an async function of the [`Job`]
+    /// whose error's `Display` is kept as the attempt's error.
+    ///
+    /// ```
+    /// # #[cfg(feature = "sqlite")]
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use webhooks_core::inbox::{Inbox, Job, NewEvent, Shutdown, SqliteInbox, Worker};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Event { n: u32 }
+    ///
+    /// let inbox = SqliteInbox::connect("sqlite::memory:").await?;
+    /// inbox.migrate().await?;
+    /// let inbox: Arc<dyn Inbox> = Arc::new(inbox);
+    /// inbox.accept(&NewEvent::new("webhooks:test:1", "test", r#"{"n":7}"#)).await?;
+    ///
+    /// let worker = Worker::builder(Arc::clone(&inbox)).handler(|job: Job<Event>| async move {
+    ///     assert_eq!(job.event.n, 7);
+    ///     Ok::<(), std::io::Error>(())
+    /// });
+    /// let shutdown = Shutdown::new();
+    /// let running = tokio::spawn(worker.run(shutdown.signal()));
+    /// while inbox.stats().await?.completed == 0 {
+    ///     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    /// }
+    /// shutdown.trigger();
+    /// assert_eq!(running.await?.completed, 1);
+    /// # Ok(()) }
+    /// # #[cfg(not(feature = "sqlite"))] fn main() {}
+    /// ```
+    pub fn handler<F, Fut, E>(self, handler: F) -> Worker<T>
+    where
+        F: Fn(Job<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        let handle: Handle<T> = Arc::new(move |job| {
+            let fut = handler(job);
+            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+        });
+        self.finish(handle)
+    }
+
+    /// The worker, running a tower `Service` per [`Job`] (cloned per call,
+    /// driven to readiness first).
+    pub fn service<S>(self, service: S) -> Worker<T>
+    where
+        S: tower_service::Service<Job<T>, Response = ()> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: fmt::Display,
+    {
+        let handle: Handle<T> = Arc::new(move |job| {
+            let mut service = service.clone();
+            Box::pin(async move {
+                futures_util::future::poll_fn(|cx| service.poll_ready(cx))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                service.call(job).await.map_err(|e| e.to_string())
+            })
+        });
+        self.finish(handle)
+    }
+
+    fn finish(self, handle: Handle<T>) -> Worker<T> {
+        Worker {
+            shared: Arc::new(Shared {
+                inbox: self.inbox,
+                config: self.config,
+                handle,
+            }),
+        }
+    }
+}
+
+struct Shared<T> {
+    inbox: Arc<dyn Inbox>,
+    config: Config,
+    handle: Handle<T>,
+}
+
+/// Processes an inbox's events: leases due ones, renews the leases while it
+/// holds them, runs the handler with a timeout (catching panics), then
+/// completes, retries (backoff with full jitter) or dead-letters each.
+///
+/// Run any number of workers, in any number of processes, on one inbox.
+/// [`run`](Self::run) returns once its [`ShutdownSignal`] fires and the
+/// events in hand are finished (the running one) or handed back (the rest of
+/// the batch).
+pub struct Worker<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for Worker<T> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Worker<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a worker did, when it stops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerReport {
+    /// Events completed.
+    pub completed: u64,
+    /// Failed attempts rescheduled.
+    pub retried: u64,
+    /// Events dead-lettered after their last attempt.
+    pub dead_lettered: u64,
+    /// Leased events handed back unstarted at shutdown.
+    pub handed_back: u64,
+    /// Settlements refused: the lease had been lost to another worker.
+    pub stale: u64,
+}
+
+impl WorkerReport {
+    fn add(&mut self, other: Self) {
+        self.completed += other.completed;
+        self.retried += other.retried;
+        self.dead_lettered += other.dead_lettered;
+        self.handed_back += other.handed_back;
+        self.stale += other.stale;
+    }
+}
+
+enum Settle {
+    Complete,
+    Retry(Duration, String),
+    DeadLetter(String),
+    HandBack,
+}
+
+impl<T: DeserializeOwned + Send + 'static> Worker<T> {
+    /// A builder for a worker on `inbox`.
+    pub fn builder(inbox: Arc<dyn Inbox>) -> WorkerBuilder<T> {
+        WorkerBuilder {
+            inbox,
+            config: Config {
+                concurrency: 1,
+                batch: 1,
+                lease: Duration::from_secs(30),
+                max_attempts: 8,
+                timeout: Duration::from_secs(30),
+                backoff: Backoff::default(),
+                poll_interval: Duration::from_millis(500),
+            },
+            marker: PhantomData,
+        }
+    }
+
+    /// Runs until `signal` fires, then finishes or hands back what it holds.
+    /// The loops run in their own tasks: dropping this future does not stop
+    /// them (trigger the [`Shutdown`] instead); an aborted runtime stops them
+    /// mid-event, and the leases they held expire and are taken over.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime.
+    pub async fn run(self, signal: ShutdownSignal) -> WorkerReport {
+        let loops: Vec<_> = (0..self.shared.config.concurrency)
+            .map(|_| tokio::spawn(run_loop(Arc::clone(&self.shared), signal.clone())))
+            .collect();
+        let mut report = WorkerReport::default();
+        for handle in loops {
+            match handle.await {
+                Ok(one) => report.add(one),
+                Err(error) => tracing::error!(error = %error, "inbox worker task failed"),
+            }
+        }
+        report
+    }
+}
+
+async fn run_loop<T: DeserializeOwned + Send + 'static>(
+    shared: Arc<Shared<T>>,
+    mut signal: ShutdownSignal,
+) -> WorkerReport {
+    let config = &shared.config;
+    let mut report = WorkerReport::default();
+    let mut failures = 0u32;
+    while !signal.is_triggered() {
+        let token = ClaimToken::random();
+        let leased = shared
+            .inbox
+            .lease(token, config.batch, config.lease, config.max_attempts)
+            .await;
+        let events = match leased {
+            Ok(events) => {
+                failures = 0;
+                events
+            }
+            Err(error) => {
+                failures = failures.saturating_add(1);
+                tracing::warn!(error = %error, "inbox lease failed; retrying");
+                let wait = config.poll_interval.saturating_mul(failures.min(10));
+                idle(&mut signal, wait).await;
+                continue;
+            }
+        };
+        if events.is_empty() {
+            idle(&mut signal, config.poll_interval).await;
+            continue;
+        }
+        report.add(run_batch(&shared, &signal, token, events).await);
+    }
+    report
+}
+
+/// Sleeps for `wait`, or until shutdown.
+async fn idle(signal: &mut ShutdownSignal, wait: Duration) {
+    let sleep = pin!(tokio::time::sleep(wait));
+    let stop = pin!(signal.triggered());
+    futures_util::future::select(sleep, stop).await;
+}
+
+/// Runs a leased batch one event at a time, renewing the leases of every
+/// event still held meanwhile.
+async fn run_batch<T: DeserializeOwned + Send + 'static>(
+    shared: &Shared<T>,
+    signal: &ShutdownSignal,
+    token: ClaimToken,
+    events: Vec<LeasedEvent>,
+) -> WorkerReport {
+    let held: Mutex<Vec<String>> = Mutex::new(events.iter().map(|e| e.meta.key.clone()).collect());
+    let work = pin!(async {
+        let mut report = WorkerReport::default();
+        for event in events {
+            let key = event.meta.key.clone();
+            let settle = if signal.is_triggered() {
+                Settle::HandBack
+            } else {
+                run_one(shared, event).await
+            };
+            settle_one(shared, &key, token, settle, &mut report).await;
+            held.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|k| *k != key);
+        }
+        report
+    });
+    let renew = pin!(async {
+        let every = shared.config.lease / 3;
+        loop {
+            tokio::time::sleep(every).await;
+            let keys = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            for key in keys {
+                match shared.inbox.extend(&key, token, shared.config.lease).await {
+                    Ok(Transition::Applied) => {}
+                    Ok(Transition::Stale) => {
+                        tracing::warn!(key = %key, "inbox lease lost (expired and taken over); this attempt's outcome will be refused");
+                    }
+                    Err(error) => {
+                        tracing::warn!(key = %key, error = %error, "renewing an inbox lease failed");
+                    }
+                }
+            }
+        }
+    });
+    match futures_util::future::select(work, renew).await {
+        Either::Left((report, _)) => report,
+        Either::Right(((), _)) => unreachable!("the renewal loop never ends"),
+    }
+}
+
+/// Runs the handler for one event: decode, timeout, panic catching.
+async fn run_one<T: DeserializeOwned + Send + 'static>(
+    shared: &Shared<T>,
+    event: LeasedEvent,
+) -> Settle {
+    let config = &shared.config;
+    let attempt = event.attempt;
+    let span = tracing::info_span!(
+        "inbox_job",
+        key = %event.meta.key,
+        scheme = %event.meta.scheme,
+        attempt,
+    );
+    let outcome = async {
+        let typed: T = crate::delivery::parse_json(&event.body).map_err(|e| e.to_string())?;
+        let job = Job {
+            event: typed,
+            attempt,
+            received_at: event.meta.received_at,
+            meta: event.meta,
+            body: event.body,
+        };
+        let handle = Arc::clone(&shared.handle);
+        let run = AssertUnwindSafe(async move { handle(job).await }).catch_unwind();
+        let started = std::time::Instant::now();
+        let ran = tokio::time::timeout(config.timeout, run).await;
+        super::signals::handler_ran(started);
+        match ran {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err("handler panicked".to_owned()),
+            Err(_) => Err(format!(
+                "handler timed out after {} ms",
+                config.timeout.as_millis()
+            )),
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    let _enter = span.enter();
+    match outcome {
+        Ok(()) => Settle::Complete,
+        Err(error) if attempt >= config.max_attempts => {
+            tracing::warn!(error = %error, "inbox event failed its last attempt; dead-lettering");
+            Settle::DeadLetter(error)
+        }
+        Err(error) => {
+            tracing::info!(error = %error, "inbox event failed; retrying");
+            Settle::Retry(config.backoff.delay(attempt), error)
+        }
+    }
+}
+
+/// Records an outcome, retrying store errors a few times within the lease.
+async fn settle_one<T>(
+    shared: &Shared<T>,
+    key: &str,
+    token: ClaimToken,
+    settle: Settle,
+    report: &mut WorkerReport,
+) {
+    let inbox = &shared.inbox;
+    let mut wait = Duration::from_millis(50);
+    for _ in 0..4 {
+        let result: Result<Transition, InboxError> = match &settle {
+            Settle::Complete => inbox.complete(key, token).await,
+            Settle::Retry(delay, error) => inbox.retry(key, token, *delay, error).await,
+            Settle::DeadLetter(error) => inbox.dead_letter(key, token, error).await,
+            Settle::HandBack => inbox.release(key, token).await,
+        };
+        match result {
+            Ok(Transition::Applied) => {
+                let outcome = match settle {
+                    Settle::Complete => {
+                        report.completed += 1;
+                        "completed"
+                    }
+                    Settle::Retry(..) => {
+                        report.retried += 1;
+                        "retried"
+                    }
+                    Settle::DeadLetter(_) => {
+                        report.dead_lettered += 1;
+                        "dead_lettered"
+                    }
+                    Settle::HandBack => {
+                        report.handed_back += 1;
+                        "handed_back"
+                    }
+                };
+                super::signals::attempt(outcome);
+                return;
+            }
+            Ok(Transition::Stale) => {
+                tracing::warn!(key = %key, "inbox outcome refused: the lease was taken over");
+                super::signals::attempt("stale");
+                report.stale += 1;
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(key = %key, error = %error, "recording an inbox outcome failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+        }
+    }
+    tracing::error!(key = %key, "could not record an inbox outcome; the lease will expire and the event run again");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_ceilings_double_up_to_the_max() {
+        let backoff = Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
+        assert_eq!(backoff.ceiling(1), Duration::from_millis(100));
+        assert_eq!(backoff.ceiling(2), Duration::from_millis(200));
+        assert_eq!(backoff.ceiling(5), Duration::from_secs(1));
+        assert_eq!(backoff.ceiling(200), Duration::from_secs(1));
+        for attempt in 1..10 {
+            assert!(backoff.delay(attempt) <= backoff.ceiling(attempt));
+        }
+    }
+}
