@@ -6,7 +6,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use bytes::Bytes;
-use webhooks_core::{ExtractError, Rejection};
+use webhooks_core::{ExtractError, Receiver, Rejection};
 
 /// A [`Rejection`] as an actix-web error: its status and response are the ones
 /// core renders ([`Rejection::to_response`]), byte for byte.
@@ -99,30 +99,69 @@ impl ResponseError for WebhookRejection {
 }
 
 /// Why an extractor of this crate failed: `500` when the middleware is
-/// missing, `422` when the JSON does not fit; the response is
-/// [`ExtractError::to_response`].
+/// missing, `422` when the JSON does not fit.
+///
+/// Its response is [`Rejection::Extract`] rendered by the middleware's
+/// [`Receiver`] (so an `on_reject` hook shapes it like every other
+/// rejection); without the middleware, [`ExtractError::to_response`].
 #[derive(Debug, Clone)]
-pub struct ExtractRejection(pub ExtractError);
+pub struct ExtractRejection {
+    error: ExtractError,
+    receiver: Option<Receiver>,
+}
+
+impl ExtractRejection {
+    /// The rejection for `error`, rendered by `receiver` when there is one.
+    pub(crate) fn new(error: ExtractError, receiver: Option<Receiver>) -> Self {
+        Self { error, receiver }
+    }
+
+    /// What failed.
+    #[must_use]
+    pub fn error(&self) -> &ExtractError {
+        &self.error
+    }
+
+    /// What failed.
+    #[must_use]
+    pub fn into_error(self) -> ExtractError {
+        self.error
+    }
+
+    fn response(&self) -> http::Response<Bytes> {
+        let rejection = Rejection::Extract(self.error.clone());
+        match &self.receiver {
+            Some(receiver) => receiver.rejection_response(&rejection),
+            None => rejection.to_response(),
+        }
+    }
+}
+
+impl From<ExtractError> for ExtractRejection {
+    fn from(error: ExtractError) -> Self {
+        Self::new(error, None)
+    }
+}
 
 impl fmt::Display for ExtractRejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        fmt::Display::fmt(&self.error, f)
     }
 }
 
 impl std::error::Error for ExtractRejection {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
+        Some(&self.error)
     }
 }
 
 impl ResponseError for ExtractRejection {
     fn status_code(&self) -> StatusCode {
-        status(&self.0.to_response())
+        status(&self.response())
     }
 
     fn error_response(&self) -> HttpResponse {
-        to_actix(&self.0.to_response())
+        to_actix(&self.response())
     }
 }
 

@@ -6,7 +6,7 @@ use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpMessage as _, HttpRequest};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
-use webhooks_core::{Delivery, ExtractError, Verified};
+use webhooks_core::{Delivery, ExtractError, Receiver, Verified};
 
 use crate::ExtractRejection;
 
@@ -56,7 +56,9 @@ fn with_delivery<T>(
         Some(delivery) => f(delivery),
         None => Err(ExtractError::MissingLayer),
     };
-    ready(result.map_err(ExtractRejection))
+    ready(
+        result.map_err(|error| ExtractRejection::new(error, extensions.get::<Receiver>().cloned())),
+    )
 }
 
 impl<T: DeserializeOwned> FromRequest for VerifiedWebhook<T> {

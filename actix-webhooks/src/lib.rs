@@ -40,7 +40,9 @@
 //! [`Webhooks::from_receiver`].
 //!
 //! The handler still sees the exact body: `web::Bytes`, `String` and
-//! `web::Json` extractors work behind the middleware.
+//! `web::Json` extractors work behind the middleware, and `web::Bytes` and
+//! `String` accept bodies up to the receiver's body limit (not actix's
+//! 256 KiB default).
 
 mod error;
 mod extract;

@@ -5,7 +5,9 @@ use std::future::{Ready, ready};
 use std::rc::Rc;
 
 use actix_web::body::{EitherBody, MessageBody};
-use actix_web::dev::{Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
+use actix_web::dev::{
+    Extensions, Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready,
+};
 use actix_web::{Error, HttpMessage as _, web};
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
@@ -19,6 +21,12 @@ use crate::error::{WebhookRejection, rejection_response};
 /// it take [`VerifiedWebhook<T>`](crate::VerifiedWebhook),
 /// [`RawWebhook`](crate::RawWebhook) or [`WebhookMeta`](crate::WebhookMeta),
 /// and `web::Bytes` or `web::Json` still see the exact body.
+///
+/// The receiver's body limit is the one `web::Bytes` and `String` apply
+/// behind the middleware: it adds a [`web::PayloadConfig`] with that limit
+/// to the request's app data (a `PayloadConfig` set on the resource itself
+/// still takes precedence). `web::Json` keeps its own `JsonConfig` limit
+/// (2 MiB by default).
 ///
 /// ```
 /// use std::time::Duration;
@@ -83,9 +91,12 @@ where
     type Future = Ready<Result<Self::Transform, Self::InitError>>;
 
     fn new_transform(&self, service: S) -> Self::Future {
+        let mut payload_config = Extensions::new();
+        payload_config.insert(web::PayloadConfig::new(self.receiver.body_limit()));
         ready(Ok(WebhooksMiddleware {
             service: Rc::new(service),
             receiver: self.receiver.clone(),
+            payload_config: Rc::new(payload_config),
         }))
     }
 }
@@ -98,6 +109,8 @@ where
 pub struct WebhooksMiddleware<S> {
     service: Rc<S>,
     receiver: Receiver,
+    /// A `PayloadConfig` with the receiver's limit, for the handler's extractors.
+    payload_config: Rc<Extensions>,
 }
 
 impl<S> fmt::Debug for WebhooksMiddleware<S> {
@@ -122,32 +135,34 @@ where
     fn call(&self, mut req: ServiceRequest) -> Self::Future {
         let service = Rc::clone(&self.service);
         let receiver = self.receiver.clone();
+        let payload_config = Rc::clone(&self.payload_config);
         Box::pin(async move {
             let head = IncomingHead {
-                path: req.path().to_owned(),
+                path: req
+                    .uri()
+                    .path_and_query()
+                    .map_or_else(|| req.path().to_owned(), ToString::to_string),
                 headers: to_http_headers(req.headers()),
             };
-            if let Err(r) = receiver.check_head(&head.headers) {
-                return Ok(reject(&receiver, req, r));
-            }
-            let body = match read_limited(&mut req, receiver.body_limit()).await {
-                Ok(body) => body,
-                Err(r) => return Ok(reject(&receiver, req, r)),
-            };
+            let payload = req.extract::<web::Payload>().await;
+            let read = read_limited(payload, receiver.body_limit());
             // The request stays here until the handler runs, so that a
             // rejection before it can still be answered with a response.
             let mut waiting = Some(req);
             let handler = |_: IncomingHead, delivery: Delivery| {
                 let mut req = waiting.take().expect("core runs the handler at most once");
                 req.set_payload(Payload::from(delivery.body.clone()));
+                req.add_data_container(payload_config);
                 req.extensions_mut().insert(delivery);
+                // The extractors render their rejections with the receiver's hook.
+                req.extensions_mut().insert(receiver.clone());
                 service.call(req)
             };
             let status = |result: &Result<ServiceResponse<B>, Error>| match result {
                 Ok(response) => response.status().as_u16(),
                 Err(error) => error.as_response_error().status_code().as_u16(),
             };
-            match receiver.process(head, body, handler, status).await {
+            match receiver.receive(head, read, handler, status).await {
                 Ok(result) => result.map(ServiceResponse::map_into_left_body),
                 Err(r) => match waiting {
                     Some(req) => Ok(reject(&receiver, req, r)),
@@ -169,7 +184,7 @@ struct IncomingHead {
 
 impl Incoming for IncomingHead {
     fn head(&self) -> RequestHead<'_> {
-        RequestHead::new(&self.path, &self.headers)
+        RequestHead::from_path_and_query(&self.path, &self.headers)
     }
 }
 
@@ -189,11 +204,11 @@ fn to_http_headers(headers: &actix_web::http::header::HeaderMap) -> http::Header
 }
 
 /// Reads the payload, stopping at `limit`.
-async fn read_limited(req: &mut ServiceRequest, limit: usize) -> Result<Bytes, Rejection> {
-    let payload = req
-        .extract::<web::Payload>()
-        .await
-        .map_err(|_| Rejection::BodyRead)?;
+async fn read_limited(
+    payload: Result<web::Payload, Error>,
+    limit: usize,
+) -> Result<Bytes, Rejection> {
+    let payload = payload.map_err(|_| Rejection::BodyRead)?;
     match payload.to_bytes_limited(limit).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(_)) => Err(Rejection::BodyRead),

@@ -9,8 +9,12 @@
 //! `WEBHOOKS_POSTGRES_URL` (`postgres://postgres@127.0.0.1:5432/test`) and
 //! `WEBHOOKS_MYSQL_URL` (`mysql://root@127.0.0.1:3306/test`); SQLite uses a
 //! temporary file. A backend that cannot be opened is reported and skipped.
-//! `BENCH_CLAIMS` and `BENCH_TASKS` change the counts. Each run works in its
-//! own table or key prefix and drops the tables afterwards.
+//! `BENCH_CLAIMS` and `BENCH_TASKS` change the counts; `BENCH_ONLY=sqlite`
+//! runs only the backends whose row name contains that text. SQLite runs
+//! twice, side by side: with its default single writer connection and with a
+//! pool of 4 (the previous default), whose connections wait for SQLite's
+//! write lock by polling. Each run works in its own table or key prefix and
+//! drops the tables afterwards.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -186,16 +190,23 @@ async fn main() {
         connect: Duration::from_secs(2),
     };
     let mut rows: Vec<(&str, Result<Figures, String>)> = Vec::new();
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let wanted = |name: &str| name.contains(only.as_str());
 
-    let memory: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
-    rows.push(("memory (moka)", Ok(bench(memory, &run).await)));
+    if wanted("memory (moka)") {
+        let memory: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
+        rows.push(("memory (moka)", Ok(bench(memory, &run).await)));
+    }
 
-    let redis = RedisStore::builder(&env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379"))
-        .key_prefix(format!("dedup-bench:{}:", suffix()))
-        .connect_timeout(run.connect)
-        .connect()
-        .await;
-    rows.push(("redis", bench_opened(redis, &run).await));
+    if wanted("redis") {
+        let redis =
+            RedisStore::builder(&env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379"))
+                .key_prefix(format!("dedup-bench:{}:", suffix()))
+                .connect_timeout(run.connect)
+                .connect()
+                .await;
+        rows.push(("redis", bench_opened(redis, &run).await));
+    }
 
     let table = format!("dedup_bench_{}", suffix());
     let pool_size = run.tasks as u32;
@@ -203,25 +214,38 @@ async fn main() {
         "WEBHOOKS_POSTGRES_URL",
         "postgres://postgres@127.0.0.1:5432/test",
     );
-    let postgres = PostgresStore::builder(&postgres_url).table(&table);
-    let postgres = postgres.max_connections(pool_size);
-    rows.push(("postgres", bench_sql!(&run, postgres, "DROP TABLE \"{}\"")));
+    if wanted("postgres") {
+        let postgres = PostgresStore::builder(&postgres_url).table(&table);
+        let postgres = postgres.max_connections(pool_size);
+        rows.push(("postgres", bench_sql!(&run, postgres, "DROP TABLE \"{}\"")));
+    }
 
-    let mysql_url = env_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test");
-    let mysql = MySqlStore::builder(&mysql_url).table(&table);
-    let mysql = mysql.max_connections(pool_size);
-    rows.push((
-        "mysql (mariadb)",
-        bench_sql!(&run, mysql, "DROP TABLE `{}`"),
-    ));
+    if wanted("mysql (mariadb)") {
+        let mysql_url = env_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test");
+        let mysql = MySqlStore::builder(&mysql_url).table(&table);
+        let mysql = mysql.max_connections(pool_size);
+        rows.push((
+            "mysql (mariadb)",
+            bench_sql!(&run, mysql, "DROP TABLE `{}`"),
+        ));
+    }
 
-    let path = std::env::temp_dir().join(format!("webhooks-dedup-bench-{}.db", suffix()));
-    let sqlite = SqliteStore::builder(&format!("sqlite://{}", path.display()));
-    rows.push(("sqlite (WAL, file)", bench_sql!(&run, sqlite)));
-    for suffix in ["", "-wal", "-shm"] {
-        let mut file = path.clone().into_os_string();
-        file.push(suffix);
-        let _ = std::fs::remove_file(file);
+    for (name, connections) in [
+        ("sqlite (WAL, file, 1 writer connection)", 1),
+        ("sqlite (WAL, file, 4 connections)", 4),
+    ] {
+        if !wanted(name) {
+            continue;
+        }
+        let path = std::env::temp_dir().join(format!("webhooks-dedup-bench-{}.db", suffix()));
+        let sqlite = SqliteStore::builder(&format!("sqlite://{}", path.display()))
+            .max_connections(connections);
+        rows.push((name, bench_sql!(&run, sqlite)));
+        for suffix in ["", "-wal", "-shm"] {
+            let mut file = path.clone().into_os_string();
+            file.push(suffix);
+            let _ = std::fs::remove_file(file);
+        }
     }
 
     let Run { claims, tasks, .. } = run;

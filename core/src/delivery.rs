@@ -68,12 +68,27 @@ impl Delivery {
     /// ```
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ExtractError> {
         let mut de = serde_json::Deserializer::from_slice(&self.body);
-        let value = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
-        de.end().map_err(|e| ExtractError::Json {
-            path: ".".into(),
-            message: scrub(&e.to_string()),
-        })?;
-        Ok(value)
+        let parsed = serde_path_to_error::deserialize(&mut de)
+            .map_err(json_error)
+            .and_then(|value| {
+                de.end().map_err(|e| ExtractError::Json {
+                    path: ".".into(),
+                    message: scrub(&e.to_string()),
+                })?;
+                Ok(value)
+            });
+        if let Err(ExtractError::Json { path, message }) = &parsed {
+            // A deployment that cannot read a new event type must be loud:
+            // the sender retries it for days. The path and serde's scrubbed
+            // message only, never the body's values.
+            tracing::warn!(
+                scheme = self.verified.scheme,
+                path = %path,
+                error = %message,
+                "webhook body does not fit the handler's type; answering 422"
+            );
+        }
+        parsed
     }
 }
 

@@ -27,13 +27,16 @@ pub mod dedup;
 mod delivery;
 mod error;
 pub mod ordering;
+mod public_url;
 pub mod receiver;
 mod rejection;
 pub mod scheme;
+pub mod signals;
 mod verify;
 
 pub use delivery::Delivery;
 pub use error::{ConfigError, VerifyError};
+pub use public_url::PublicUrl;
 pub use receiver::{Admission, ClaimGuard, Incoming, Receiver, ReceiverBuilder, StoreFailure};
 pub use rejection::{DUPLICATE_HEADER, ExtractError, Rejection};
-pub use verify::{MatchedKey, RequestHead, RequestVerifier, Verified, Verifier};
+pub use verify::{Identity, MatchedKey, RequestHead, RequestVerifier, Verified, Verifier};

@@ -5,18 +5,30 @@
 //! |---|---|---|
 //! | `Content-Length` above the limit | — | 413, before a byte of the body is read |
 //! | body grows past the limit while reading | — | 413, reading stops at the limit |
+//! | body not fully received within the body timeout | — | 408 |
 //! | missing or malformed signature headers | — | 400 + short reason |
 //! | bad signature, timestamp outside tolerance | — | 401 + short reason |
 //! | verified, first time | claim (atomic, lease, random token) | handler runs |
+//! | handler still running | lease renewed every third of the lease | — |
 //! | same id while another attempt holds the claim | — | 409 + `Retry-After` (≥ 1 s) |
 //! | same id after a completed attempt | — | 200 + `webhook-duplicate: true` |
-//! | store unreachable at claim | — | 503 + `Retry-After` (or, with [`StoreFailure::Open`], the handler runs) |
+//! | store unreachable at claim | — | 503 + `Retry-After` (or, with [`StoreFailure::Open`], the handler runs without a dedup key) |
+//! | store refuses the key for good at claim | — | 400 |
 //! | handler answered 2xx | complete (token-checked) | the handler's response |
+//! | complete fails after a 2xx | retried in the background with backoff, lease still renewed | the handler's response |
 //! | handler answered anything else | release (token-checked) | the handler's response |
 //! | handler panicked | release | 500 |
-//! | request dropped mid-handler | release, best effort | — |
+//! | request dropped mid-handler | release, in the background | — |
+//! | request dropped after the handler answered | complete or release finishes (a runtime task) | — |
+//! | request dropped while claiming | the lease expires; the next retry takes over | — |
+//! | renewals fail and another attempt takes over | the late complete is refused and logged | the handler's response |
 //! | process crashed holding the claim | the lease expires; the next retry takes over | — |
-//! | complete fails after a 2xx | logged | the handler's response |
+//!
+//! Keys reach the store only as short printable ASCII: any other key is
+//! replaced by `{namespace}:#sha256:{hex}` of it, so control bytes and
+//! oversized ids are deduplicated like any other, never refused by a store.
+//! An `on_reject` hook shapes the body and headers of rejections; their
+//! status, `Retry-After` and `webhook-duplicate` stay the library's.
 //!
 //! Verification happens before the claim, so a forged request can never claim
 //! a real delivery id.
@@ -43,6 +55,7 @@
 //! ```
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -50,10 +63,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use futures_util::FutureExt as _;
+use futures_util::future::Either;
 use http::{HeaderMap, Response, header};
+use sha2::{Digest as _, Sha256};
+use tokio::sync::oneshot;
 use tracing::{Instrument as _, field};
 
 use crate::dedup::{Claim, ClaimToken, DedupStore, Transition};
+use crate::signals::{Signals, StoreOp};
 use crate::{Delivery, Rejection, RequestHead, RequestVerifier, Verified};
 
 /// The default body limit: 1 MiB.
@@ -69,6 +86,10 @@ pub const DEFAULT_STORE_RETRY_AFTER: Duration = Duration::from_secs(5);
 pub const DEFAULT_IN_FLIGHT_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The default key namespace.
 pub const DEFAULT_NAMESPACE: &str = "webhooks";
+/// The default longest time reading a request body may take: 30 s.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default time a failed `complete` is retried in the background: 5 minutes.
+pub const DEFAULT_COMPLETE_RETRY: Duration = Duration::from_secs(300);
 
 /// A framework's request, as the pipeline needs to see it before the handler:
 /// its path and headers. The adapters implement it for their request types.
@@ -79,7 +100,7 @@ pub trait Incoming {
 
 impl Incoming for http::request::Parts {
     fn head(&self) -> RequestHead<'_> {
-        RequestHead::new(self.uri.path(), &self.headers)
+        RequestHead::new(self.uri.path(), &self.headers).with_query(self.uri.query())
     }
 }
 
@@ -101,6 +122,7 @@ struct Inner {
     verifier: Arc<dyn RequestVerifier>,
     store: Option<Arc<dyn DedupStore>>,
     body_limit: usize,
+    body_timeout: Duration,
     lease: Duration,
     retention: Duration,
     namespace: String,
@@ -108,8 +130,10 @@ struct Inner {
     store_failure: StoreFailure,
     store_retry_after: Duration,
     in_flight_retry_after: Duration,
+    complete_retry: Duration,
     on_reject: Option<RejectFn>,
     clock: Clock,
+    signals: Arc<Signals>,
 }
 
 /// The configured receive pipeline. Cheap to clone (one `Arc`).
@@ -126,6 +150,7 @@ impl fmt::Debug for Receiver {
         let i = &self.inner;
         f.debug_struct("Receiver")
             .field("body_limit", &i.body_limit)
+            .field("body_timeout", &i.body_timeout)
             .field("dedup", &i.store.is_some())
             .field("lease", &i.lease)
             .field("retention", &i.retention)
@@ -153,6 +178,12 @@ impl Receiver {
         self.inner.body_limit
     }
 
+    /// How long reading the body may take.
+    #[must_use]
+    pub fn body_timeout(&self) -> Duration {
+        self.inner.body_timeout
+    }
+
     /// The first step, before reading the body: refuses a `Content-Length`
     /// above the limit (413) or one that is not a number (400).
     ///
@@ -176,12 +207,33 @@ impl Receiver {
         Ok(())
     }
 
-    /// The response for a rejection: the user's function if one was set,
-    /// otherwise [`Rejection::to_response`].
+    /// Runs `read` (an adapter's limited body read) under the body timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejection::BodyTimeout`] when `read` has not finished within
+    /// [`body_timeout`](Self::body_timeout); otherwise `read`'s own rejection.
+    pub async fn read_body<F>(&self, read: F) -> Result<Bytes, Rejection>
+    where
+        F: Future<Output = Result<Bytes, Rejection>>,
+    {
+        tokio::time::timeout(self.inner.body_timeout, read)
+            .await
+            .unwrap_or(Err(Rejection::BodyTimeout))
+    }
+
+    /// The response for a rejection: the user's `on_reject` function shapes
+    /// the body and headers, otherwise [`Rejection::to_response`]. Either way
+    /// the status, `Retry-After` and `webhook-duplicate` are the library's,
+    /// set after the hook ran.
     #[must_use]
     pub fn rejection_response(&self, rejection: &Rejection) -> Response<Bytes> {
         match &self.inner.on_reject {
-            Some(f) => f(rejection),
+            Some(f) => {
+                let mut response = f(rejection);
+                rejection.apply_protocol(&mut response);
+                response
+            }
             None => rejection.to_response(),
         }
     }
@@ -190,7 +242,8 @@ impl Receiver {
     ///
     /// The building block of [`process`](Self::process), public for queue
     /// workers and custom integrations. The returned [`Admission`] must be
-    /// settled; dropping it releases the claim.
+    /// settled; dropping it releases the claim. While it is held, its lease
+    /// is renewed every third of the lease.
     ///
     /// # Errors
     ///
@@ -198,7 +251,25 @@ impl Receiver {
     pub async fn admit(&self, head: RequestHead<'_>, body: Bytes) -> Result<Admission, Rejection> {
         let inner = &self.inner;
         let now = (inner.clock)();
-        let verified = inner.verifier.verify_request(head, &body, now).await?;
+        let scheme = inner.verifier.scheme();
+        let observer = Observer {
+            signals: Arc::clone(&inner.signals),
+            scheme,
+        };
+        let verify_started = Instant::now();
+        let verified = match inner.verifier.verify_request(head, &body, now).await {
+            Ok(verified) => {
+                let took = verify_started.elapsed();
+                inner.signals.verified(scheme, &verified.matched_key, took);
+                verified
+            }
+            Err(error) => {
+                inner
+                    .signals
+                    .verify_failed(scheme, verify_started.elapsed());
+                return Err(error.into());
+            }
+        };
         let span = tracing::Span::current();
         span.record("scheme", verified.scheme);
         if let Some(id) = &verified.id {
@@ -207,28 +278,33 @@ impl Receiver {
         span.record("key", field::display(&verified.matched_key));
 
         let Some(store) = &inner.store else {
-            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)));
+            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
         };
         let id = match &inner.key_fn {
             Some(f) => f(&verified, &body),
-            None => verified.id.clone(),
+            None => verified.dedup_id(&body),
         };
         let Some(id) = id else {
-            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)));
+            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
         };
-        let key = format!("{}:{}:{}", inner.namespace, verified.scheme, id);
+        let key = store_key(&inner.namespace, verified.dedup_key(&inner.namespace, &id));
         let token = ClaimToken::random();
-        match store.claim(&key, token, inner.lease).await {
-            Ok(Claim::Claimed) => Ok(Admission {
-                claim: Some(ClaimGuard {
-                    store: Arc::clone(store),
-                    key: key.clone(),
-                    token,
-                    retention: inner.retention,
-                    settled: false,
-                }),
-                delivery: Delivery::new(verified, Some(key), body),
-            }),
+        let claim_started = Instant::now();
+        let claimed = store.claim(&key, token, inner.lease).await;
+        inner.signals.claimed(scheme, claim_started.elapsed());
+        if claimed.is_err() {
+            inner.signals.store_error(scheme, StoreOp::Claim);
+        }
+        match claimed {
+            Ok(Claim::Claimed) => {
+                let claim =
+                    ClaimGuard::start(Arc::clone(store), &key, token, inner, observer.clone());
+                Ok(Admission {
+                    claim: Some(claim),
+                    delivery: Delivery::new(verified, Some(key), body),
+                    observer: Some(observer),
+                })
+            }
             Ok(Claim::InFlight { retry_after }) => Err(Rejection::InFlight {
                 // The other attempt usually ends long before its lease: ask
                 // the sender back soon, never later than the lease allows.
@@ -237,22 +313,26 @@ impl Receiver {
                     .max(Duration::from_secs(1)),
             }),
             Ok(Claim::Completed) => Err(Rejection::Duplicate),
-            Err(error) => match inner.store_failure {
-                StoreFailure::Closed => {
-                    tracing::error!(error = %error, "dedup store unavailable at claim; answering 503");
-                    Err(Rejection::StoreUnavailable {
-                        retry_after: inner.store_retry_after,
-                    })
+            Err(error) => {
+                match inner.store_failure {
+                    StoreFailure::Closed if error.is_permanent() => {
+                        tracing::error!(error = %error, "dedup store refused the key at claim; answering 400");
+                        Err(Rejection::IdRefused)
+                    }
+                    StoreFailure::Closed => {
+                        tracing::error!(error = %error, "dedup store unavailable at claim; answering 503");
+                        Err(Rejection::StoreUnavailable {
+                            retry_after: inner.store_retry_after,
+                        })
+                    }
+                    StoreFailure::Open => {
+                        tracing::warn!(error = %error, "dedup store failed at claim; running the handler without deduplication (fail-open)");
+                        // Nothing was claimed: the delivery carries no dedup key.
+                        Ok(Admission::unclaimed(Delivery::new(verified, None, body))
+                            .observed(observer))
+                    }
                 }
-                StoreFailure::Open => {
-                    tracing::warn!(error = %error, "dedup store unavailable at claim; running the handler without deduplication (fail-open)");
-                    Ok(Admission::unclaimed(Delivery::new(
-                        verified,
-                        Some(key),
-                        body,
-                    )))
-                }
-            },
+            }
         }
     }
 
@@ -263,9 +343,11 @@ impl Receiver {
     ///
     /// A panic in `handler` (or in the future it returns) is caught: the claim
     /// is released and [`Rejection::HandlerPanicked`] returned. If the returned
-    /// future is dropped mid-handler, the claim is released in the background.
-    /// Each call runs in a `webhook` tracing span with the id, scheme, matched
-    /// key, outcome and latency (never the body or a secret).
+    /// future is dropped mid-handler, the claim is released in the background;
+    /// once the handler has answered, the completion (or release) finishes
+    /// even if the future is dropped. Each call runs in a `webhook` tracing
+    /// span with the id, scheme, matched key, outcome and latency (never the
+    /// body or a secret).
     ///
     /// # Errors
     ///
@@ -282,40 +364,129 @@ impl Receiver {
         F: FnOnce(R, Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
-        let span = tracing::info_span!(
-            "webhook",
-            scheme = field::Empty,
-            id = field::Empty,
-            key = field::Empty,
-            outcome = field::Empty,
-            status = field::Empty,
-            latency_ms = field::Empty,
-        );
-        let started = Instant::now();
-        let result = async {
+        self.traced(async {
+            self.inner
+                .signals
+                .body_read(self.inner.verifier.scheme(), body.len());
             let admission = self.admit(request.head(), body).await?;
             admission
                 .run(|delivery| handler(request, delivery), status_of)
                 .await
-        }
-        .instrument(span.clone())
-        .await;
+        })
+        .await
+    }
+
+    /// The whole pipeline from the request head on, as the adapters call it:
+    /// [`check_head`](Self::check_head), then `read_body` (the adapter's read
+    /// of the body, stopping at [`body_limit`](Self::body_limit)) under the
+    /// [body timeout](Self::body_timeout), then [`process`](Self::process).
+    /// Every step runs in the `webhook` span.
+    ///
+    /// # Errors
+    ///
+    /// A [`Rejection`] when the handler did not run or panicked.
+    pub async fn receive<R, B, F, Fut, T>(
+        &self,
+        request: R,
+        read_body: B,
+        handler: F,
+        status_of: impl FnOnce(&T) -> u16,
+    ) -> Result<T, Rejection>
+    where
+        R: Incoming,
+        B: Future<Output = Result<Bytes, Rejection>>,
+        F: FnOnce(R, Delivery) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.traced(async {
+            self.check_head(request.head().headers)?;
+            let body = self.read_body(read_body).await?;
+            self.inner
+                .signals
+                .body_read(self.inner.verifier.scheme(), body.len());
+            let admission = self.admit(request.head(), body).await?;
+            admission
+                .run(|delivery| handler(request, delivery), status_of)
+                .await
+        })
+        .await
+    }
+
+    /// Runs `work` in a `webhook` span and logs its outcome.
+    async fn traced<T>(
+        &self,
+        work: impl Future<Output = Result<T, Rejection>>,
+    ) -> Result<T, Rejection> {
+        let scheme = self.inner.verifier.scheme();
+        let span = tracing::info_span!(
+            "webhook",
+            scheme,
+            route = %self.inner.namespace,
+            id = field::Empty,
+            key = field::Empty,
+            outcome = field::Empty,
+            status = field::Empty,
+            latency_us = field::Empty,
+        );
+        let started = Instant::now();
+        self.inner.signals.received(scheme);
+        let result = work.instrument(span.clone()).await;
         let _enter = span.enter();
-        span.record("latency_ms", started.elapsed().as_secs_f64() * 1000.0);
+        span.record(
+            "latency_us",
+            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
         match &result {
+            // Per-delivery success stays below INFO: enable DEBUG for the
+            // `webhooks_core` target (or read the span) to see each one.
             Ok(_) => tracing::debug!("webhook handled"),
             Err(rejection) => {
+                self.inner.signals.rejected(scheme, rejection);
                 span.record("outcome", rejection.kind());
                 span.record("status", rejection.status().as_u16());
-                if rejection.status().is_server_error() {
-                    tracing::warn!(reason = %rejection, "webhook not processed");
-                } else {
-                    tracing::info!(reason = %rejection, "webhook refused");
+                match rejection {
+                    Rejection::Duplicate | Rejection::InFlight { .. } => {
+                        tracing::debug!(reason = %rejection, "webhook retry acknowledged");
+                    }
+                    r if r.status().is_server_error() => {
+                        tracing::warn!(reason = %rejection, "webhook not processed");
+                    }
+                    _ => tracing::info!(reason = %rejection, "webhook refused"),
                 }
             }
         }
         result
     }
+}
+
+/// Longest key handed to a store as is, in bytes; longer keys reach it as a
+/// digest.
+pub const MAX_STORE_KEY_LEN: usize = 256;
+
+/// Marks a key that reaches the store as a digest.
+const DIGEST_MARKER: &str = ":#sha256:";
+
+/// The key a store sees for the pipeline key `key`: `key` itself when it is
+/// at most [`MAX_STORE_KEY_LEN`] bytes of printable ASCII (space included)
+/// and does not contain `:#sha256:`; otherwise `{namespace}:#sha256:{hex}`,
+/// the SHA-256 of the whole key. Control bytes (NUL…), non-ASCII text and
+/// oversized ids thus never reach a store, and a digest key can never equal
+/// a key stored as is.
+pub(crate) fn store_key(namespace: &str, key: String) -> String {
+    let safe = key.len() <= MAX_STORE_KEY_LEN
+        && key.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !key.contains(DIGEST_MARKER);
+    if safe {
+        return key;
+    }
+    let digest = Sha256::digest(key.as_bytes());
+    let mut out = String::with_capacity(namespace.len() + DIGEST_MARKER.len() + 64);
+    out.push_str(namespace);
+    out.push_str(DIGEST_MARKER);
+    for byte in digest {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
 }
 
 /// A verified delivery and, when deduplicated, the claim on it.
@@ -329,6 +500,28 @@ pub struct Admission {
     pub delivery: Delivery,
     /// The claim, when the delivery is deduplicated.
     pub claim: Option<ClaimGuard>,
+    observer: Option<Observer>,
+}
+
+/// Where a delivery's handler outcome and store failures are reported.
+#[derive(Clone)]
+struct Observer {
+    signals: Arc<Signals>,
+    scheme: &'static str,
+}
+
+impl Observer {
+    fn store_error(&self, op: StoreOp) {
+        self.signals.store_error(self.scheme, op);
+    }
+}
+
+impl fmt::Debug for Observer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observer")
+            .field("scheme", &self.scheme)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Admission {
@@ -336,7 +529,13 @@ impl Admission {
         Self {
             delivery,
             claim: None,
+            observer: None,
         }
+    }
+
+    fn observed(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Runs `handler` with the delivery, catching panics, then completes the
@@ -354,7 +553,12 @@ impl Admission {
         F: FnOnce(Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
-        let Self { delivery, claim } = self;
+        let Self {
+            delivery,
+            claim,
+            observer,
+        } = self;
+        let handler_started = Instant::now();
         let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| handler(delivery))) {
             Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
             Err(panic) => Err(panic),
@@ -363,8 +567,18 @@ impl Admission {
         match outcome {
             Ok(output) => {
                 let status = status_of(&output);
+                if let Some(o) = &observer {
+                    o.signals
+                        .handled(o.scheme, Some(status), handler_started.elapsed());
+                }
                 span.record("status", status);
                 let success = (200..300).contains(&status);
+                if !success {
+                    tracing::warn!(
+                        status,
+                        "webhook handler did not succeed; claim released for the sender's retry"
+                    );
+                }
                 span.record(
                     "outcome",
                     if success {
@@ -383,6 +597,9 @@ impl Admission {
                 Ok(output)
             }
             Err(_) => {
+                if let Some(o) = &observer {
+                    o.signals.handled(o.scheme, None, handler_started.elapsed());
+                }
                 tracing::error!("webhook handler panicked; claim released");
                 if let Some(claim) = claim {
                     claim.release().await;
@@ -393,17 +610,31 @@ impl Admission {
     }
 }
 
+/// The first wait before a failed `complete` is tried again.
+const FIRST_COMPLETE_RETRY: Duration = Duration::from_millis(100);
+/// The longest wait between two tries of a failed `complete`.
+const MAX_COMPLETE_RETRY: Duration = Duration::from_secs(10);
+/// The shortest interval between two lease renewals.
+const MIN_RENEWAL: Duration = Duration::from_millis(10);
+
 /// One attempt's claim on a delivery.
 ///
-/// [`complete`](Self::complete) or [`release`](Self::release) it; when it is
-/// dropped unsettled (the request future was dropped), it releases the claim
-/// on the current tokio runtime in the background, best effort.
+/// While it is held, a background task renews the lease every third of the
+/// lease ([`DedupStore::extend`]), so a slow handler keeps its delivery; if a
+/// renewal finds that another attempt took over, it stops and says so in the
+/// log (the later `complete` is then refused by the store).
+///
+/// [`complete`](Self::complete) or [`release`](Self::release) it. Both run as
+/// a task on the tokio runtime that the caller awaits: if the caller's future
+/// is dropped meanwhile, the settlement still finishes. A `complete` that
+/// fails is retried in the background with backoff (see
+/// [`ReceiverBuilder::complete_retry`]). When the guard is dropped unsettled
+/// (the request future was dropped mid-handler), it releases the claim in
+/// the background, best effort.
 pub struct ClaimGuard {
-    store: Arc<dyn DedupStore>,
-    key: String,
+    key: Arc<str>,
     token: ClaimToken,
-    retention: Duration,
-    settled: bool,
+    settle: Option<Settle>,
 }
 
 impl fmt::Debug for ClaimGuard {
@@ -415,45 +646,204 @@ impl fmt::Debug for ClaimGuard {
     }
 }
 
+/// What settling a claim needs; owned by the settling task once settled.
+struct Settle {
+    store: Arc<dyn DedupStore>,
+    key: Arc<str>,
+    token: ClaimToken,
+    retention: Duration,
+    complete_retry: Duration,
+    /// `true` once settled. The renewal holds it while it calls `extend`, so
+    /// a renewal never races a settlement into a misleading "taken over".
+    settled: Arc<tokio::sync::Mutex<bool>>,
+    /// Dropped (with this value) to stop the renewal task.
+    _stop_renewal: Option<oneshot::Sender<()>>,
+    observer: Observer,
+}
+
 impl ClaimGuard {
+    /// A guard on a fresh claim, with its lease renewal started.
+    fn start(
+        store: Arc<dyn DedupStore>,
+        key: &str,
+        token: ClaimToken,
+        inner: &Inner,
+        observer: Observer,
+    ) -> Self {
+        let key: Arc<str> = Arc::from(key);
+        let settled = Arc::new(tokio::sync::Mutex::new(false));
+        let stop_renewal = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+            let (stop, stopped) = oneshot::channel();
+            runtime.spawn(renew(
+                Arc::clone(&store),
+                Arc::clone(&key),
+                token,
+                inner.lease,
+                Arc::clone(&settled),
+                stopped,
+                observer.clone(),
+            ));
+            stop
+        });
+        Self {
+            key: Arc::clone(&key),
+            token,
+            settle: Some(Settle {
+                store,
+                key,
+                token,
+                retention: inner.retention,
+                complete_retry: inner.complete_retry,
+                settled,
+                _stop_renewal: stop_renewal,
+                observer,
+            }),
+        }
+    }
+
     /// The namespaced key the delivery was claimed under.
     #[must_use]
     pub fn key(&self) -> &str {
         &self.key
     }
 
-    /// Marks the delivery processed. Returns whether the claim still held;
-    /// a stale claim (the lease expired and another attempt took over) or a
-    /// store error is logged and changes nothing.
+    /// Marks the delivery processed. Returns whether the first try applied;
+    /// a stale claim (another attempt took over) is logged and changes
+    /// nothing, a store error is logged and the completion retried in the
+    /// background.
     pub async fn complete(mut self) -> bool {
-        self.settled = true;
-        match self
-            .store
-            .complete(&self.key, self.token, self.retention)
-            .await
-        {
-            Ok(Transition::Applied) => true,
-            Ok(Transition::Stale) => {
-                tracing::warn!(key = %self.key, "complete refused: the claim's lease expired and another attempt took over");
-                false
-            }
-            Err(error) => {
-                tracing::error!(key = %self.key, error = %error, "complete failed after a 2xx; a retry may run the handler again");
-                false
+        let Some(settle) = self.settle.take() else {
+            return false;
+        };
+        let (first, answer) = oneshot::channel();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(settle.complete(first))),
+            // No runtime to retry on: one try, here.
+            Err(_) => {
+                Settle {
+                    complete_retry: Duration::ZERO,
+                    ..settle
+                }
+                .complete(first)
+                .await;
             }
         }
+        answer.await.unwrap_or(false)
     }
 
     /// Forgets the claim so the sender's retry can run. Returns whether the
     /// claim still held.
     pub async fn release(mut self) -> bool {
-        self.settled = true;
+        let Some(settle) = self.settle.take() else {
+            return false;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime.spawn(settle.release()).await.unwrap_or(false),
+            Err(_) => settle.release().await,
+        }
+    }
+}
+
+impl Settle {
+    /// Completes, answering `first` with the first try's outcome and then
+    /// retrying a failed try with backoff for up to `complete_retry`.
+    async fn complete(self, first: oneshot::Sender<bool>) {
+        let mut first = Some(first);
+        let mut report = |applied: bool| {
+            if let Some(first) = first.take() {
+                let _ = first.send(applied);
+            }
+        };
+        let started = Instant::now();
+        let mut delay = FIRST_COMPLETE_RETRY;
+        let mut attempt: u32 = 1;
+        loop {
+            let result = {
+                let mut settled = self.settled.lock().await;
+                let result = self
+                    .store
+                    .complete(&self.key, self.token, self.retention)
+                    .await;
+                *settled = !matches!(&result, Err(e) if !e.is_permanent());
+                result
+            };
+            match result {
+                Ok(Transition::Applied) => {
+                    if attempt > 1 {
+                        tracing::info!(key = %self.key, attempt, "complete succeeded on a retry");
+                    }
+                    return report(true);
+                }
+                Ok(Transition::Stale) => {
+                    tracing::warn!(key = %self.key, "complete refused: another attempt took over the claim");
+                    return report(false);
+                }
+                Err(error) if error.is_permanent() => {
+                    self.observer.store_error(StoreOp::Complete);
+                    tracing::error!(key = %self.key, error = %error, "complete refused for good by the store; a retry may run the handler again");
+                    return report(false);
+                }
+                Err(error) => {
+                    self.observer.store_error(StoreOp::Complete);
+                    report(false);
+                    if started.elapsed() + delay > self.complete_retry {
+                        tracing::error!(key = %self.key, error = %error, attempt, "complete failed after a 2xx; giving up, a retry may run the handler again");
+                        return;
+                    }
+                    tracing::warn!(key = %self.key, error = %error, attempt, retry_in_ms = delay.as_millis() as u64, "complete failed after a 2xx; retrying in the background");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(MAX_COMPLETE_RETRY);
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// Releases once; a failure leaves the lease to expire.
+    async fn release(self) -> bool {
+        let mut settled = self.settled.lock().await;
+        *settled = true;
         match self.store.release(&self.key, self.token).await {
             Ok(Transition::Applied) => true,
             Ok(Transition::Stale) => false,
             Err(error) => {
-                tracing::warn!(key = %self.key, error = %error, "release failed; the lease will expire instead");
+                self.observer.store_error(StoreOp::Release);
+                tracing::error!(key = %self.key, error = %error, "release failed; the lease will expire instead");
                 false
+            }
+        }
+    }
+}
+
+/// Renews the lease every third of it until stopped, settled, or taken over.
+async fn renew(
+    store: Arc<dyn DedupStore>,
+    key: Arc<str>,
+    token: ClaimToken,
+    lease: Duration,
+    settled: Arc<tokio::sync::Mutex<bool>>,
+    mut stop: oneshot::Receiver<()>,
+    observer: Observer,
+) {
+    let every = (lease / 3).max(MIN_RENEWAL);
+    loop {
+        let beat = std::pin::pin!(tokio::time::sleep(every));
+        if let Either::Left(_) = futures_util::future::select(&mut stop, beat).await {
+            return;
+        }
+        let settled = settled.lock().await;
+        if *settled {
+            return;
+        }
+        match store.extend(&key, token, lease).await {
+            Ok(Transition::Applied) => tracing::trace!(key = %key, "lease renewed"),
+            Ok(Transition::Stale) => {
+                tracing::warn!(key = %key, "lease renewal refused: the lease ran out and another attempt took over; this attempt's completion will be refused");
+                return;
+            }
+            Err(error) => {
+                observer.store_error(StoreOp::Extend);
+                tracing::error!(key = %key, error = %error, "lease renewal failed; trying again at the next renewal");
             }
         }
     }
@@ -461,19 +851,17 @@ impl ClaimGuard {
 
 impl Drop for ClaimGuard {
     fn drop(&mut self) {
-        if self.settled {
+        let Some(settle) = self.settle.take() else {
             return;
-        }
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(key = %self.key, "claim dropped outside a runtime; the lease will expire instead");
             return;
         };
-        let store = Arc::clone(&self.store);
-        let key = std::mem::take(&mut self.key);
-        let token = self.token;
         runtime.spawn(async move {
-            if let Err(error) = store.release(&key, token).await {
-                tracing::warn!(key = %key, error = %error, "release after a dropped request failed; the lease will expire instead");
+            let key = Arc::clone(&settle.key);
+            if !settle.release().await {
+                tracing::debug!(key = %key, "release after a dropped request changed nothing");
             }
         });
     }
@@ -502,6 +890,7 @@ impl ReceiverBuilder {
                 verifier,
                 store,
                 body_limit: DEFAULT_BODY_LIMIT,
+                body_timeout: DEFAULT_BODY_TIMEOUT,
                 lease: DEFAULT_LEASE,
                 retention: DEFAULT_RETENTION,
                 namespace: DEFAULT_NAMESPACE.to_owned(),
@@ -509,8 +898,10 @@ impl ReceiverBuilder {
                 store_failure: StoreFailure::Closed,
                 store_retry_after: DEFAULT_STORE_RETRY_AFTER,
                 in_flight_retry_after: DEFAULT_IN_FLIGHT_RETRY_AFTER,
+                complete_retry: DEFAULT_COMPLETE_RETRY,
                 on_reject: None,
                 clock: Arc::new(SystemTime::now),
+                signals: Arc::new(Signals::new(DEFAULT_NAMESPACE)),
             },
         }
     }
@@ -518,6 +909,14 @@ impl ReceiverBuilder {
     /// The largest body accepted, in bytes (default 1 MiB).
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.inner.body_limit = bytes;
+        self
+    }
+
+    /// The longest time reading the body may take (default 30 s); a body
+    /// that has not fully arrived by then (a stalled or trickled upload, a
+    /// `Content-Length` larger than what is sent) is answered `408`.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.inner.body_timeout = timeout;
         self
     }
 
@@ -539,8 +938,10 @@ impl ReceiverBuilder {
         self
     }
 
-    /// How long one attempt may hold a delivery before a retry may take over
-    /// (default 60 s). Set it above your handler's worst-case duration.
+    /// How long one attempt holds a delivery before a retry may take over
+    /// when it stops renewing (default 60 s). While the handler runs the
+    /// lease is renewed every third of it, so a slow handler keeps its
+    /// delivery; the lease bounds how long a crashed process blocks retries.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.inner.lease = lease;
         self
@@ -597,8 +998,18 @@ impl ReceiverBuilder {
         self
     }
 
-    /// Replaces the response of every rejection (the status decision stays
-    /// in [`Rejection::status`]; this only shapes what is sent).
+    /// How long a `complete` that failed after the handler's 2xx is retried
+    /// in the background, with backoff from 100 ms doubling up to 10 s
+    /// (default 5 minutes; zero: one try only).
+    pub fn complete_retry(mut self, window: Duration) -> Self {
+        self.inner.complete_retry = window;
+        self
+    }
+
+    /// Shapes the body and headers of every rejection's response, including
+    /// the extractors' 422/500. The status, `Retry-After` and
+    /// `webhook-duplicate` stay the library's: they are set after `f` runs,
+    /// whatever it returned.
     pub fn on_reject(
         mut self,
         f: impl Fn(&Rejection) -> Response<Bytes> + Send + Sync + 'static,
@@ -614,7 +1025,8 @@ impl ReceiverBuilder {
     }
 
     /// The pipeline.
-    pub fn build(self) -> Receiver {
+    pub fn build(mut self) -> Receiver {
+        self.inner.signals = Arc::new(Signals::new(&self.inner.namespace));
         Receiver {
             inner: Arc::new(self.inner),
         }

@@ -20,11 +20,18 @@ pub const DUPLICATE_HEADER: &str = "webhook-duplicate";
 /// |---|---|---|
 /// | [`PayloadTooLarge`](Self::PayloadTooLarge) | 413 | |
 /// | [`BodyRead`](Self::BodyRead) | 400 | |
+/// | [`BodyTimeout`](Self::BodyTimeout) | 408 | |
 /// | [`Verify`](Self::Verify) | 400 (missing/malformed) or 401 | |
 /// | [`InFlight`](Self::InFlight) | 409 | `Retry-After` |
 /// | [`Duplicate`](Self::Duplicate) | 200 | `webhook-duplicate: true` |
+/// | [`IdRefused`](Self::IdRefused) | 400 | |
 /// | [`StoreUnavailable`](Self::StoreUnavailable) | 503 | `Retry-After` |
 /// | [`HandlerPanicked`](Self::HandlerPanicked) | 500 | |
+/// | [`Extract`](Self::Extract) | 422 (JSON does not fit) or 500 (no layer) | |
+///
+/// A receiver's `on_reject` hook shapes the body and headers of these
+/// responses, never the protocol: the status, `Retry-After` and
+/// `webhook-duplicate` are always the ones above.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Rejection {
@@ -38,6 +45,10 @@ pub enum Rejection {
     /// `Content-Length`).
     #[error("could not read body")]
     BodyRead,
+    /// The body did not arrive within the receiver's body timeout (a stalled
+    /// or trickled upload, a `Content-Length` larger than what was sent).
+    #[error("body not received in time")]
+    BodyTimeout,
     /// The signature did not verify.
     #[error(transparent)]
     Verify(#[from] VerifyError),
@@ -50,6 +61,10 @@ pub enum Rejection {
     /// The delivery was processed before: acknowledged without running the handler.
     #[error("duplicate delivery")]
     Duplicate,
+    /// The dedup store refused this delivery's key for good (an error that
+    /// retrying cannot fix), so the delivery was not processed.
+    #[error("delivery id not accepted")]
+    IdRefused,
     /// The dedup store could not be reached, so the delivery was not processed.
     #[error("temporarily unavailable")]
     StoreUnavailable {
@@ -59,6 +74,11 @@ pub enum Rejection {
     /// The handler panicked; the claim was released so a retry can run.
     #[error("internal error")]
     HandlerPanicked,
+    /// A handler's extractor refused the verified delivery (JSON that does
+    /// not fit the handler's type, or no webhook layer on the route). The
+    /// handler did not run; the claim was released.
+    #[error(transparent)]
+    Extract(ExtractError),
 }
 
 impl Rejection {
@@ -67,12 +87,14 @@ impl Rejection {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::BodyRead => StatusCode::BAD_REQUEST,
+            Self::BodyRead | Self::IdRefused => StatusCode::BAD_REQUEST,
+            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::Verify(e) => e.status(),
             Self::InFlight { .. } => StatusCode::CONFLICT,
             Self::Duplicate => StatusCode::OK,
             Self::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::HandlerPanicked => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Extract(e) => e.status(),
         }
     }
 
@@ -82,11 +104,14 @@ impl Rejection {
         match self {
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::BodyRead => "body_read",
+            Self::BodyTimeout => "body_timeout",
             Self::Verify(e) => e.kind(),
             Self::InFlight { .. } => "in_flight",
             Self::Duplicate => "duplicate",
+            Self::IdRefused => "id_refused",
             Self::StoreUnavailable { .. } => "store_unavailable",
             Self::HandlerPanicked => "handler_panicked",
+            Self::Extract(e) => e.kind(),
         }
     }
 
@@ -115,20 +140,34 @@ impl Rejection {
     #[must_use]
     pub fn to_response(&self) -> Response<Bytes> {
         let mut response = Response::new(Bytes::from(self.to_string()));
-        *response.status_mut() = self.status();
-        let headers = response.headers_mut();
-        headers.insert(
+        response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        if let Some(after) = self.retry_after() {
-            let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        self.apply_protocol(&mut response);
+        response
+    }
+
+    /// Sets what the sender's retry logic reads, whatever a custom response
+    /// said: the status, `Retry-After` (set or removed) and the duplicate
+    /// marker (set or removed).
+    pub(crate) fn apply_protocol<B>(&self, response: &mut Response<B>) {
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        match self.retry_after() {
+            Some(after) => {
+                let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+            }
+            None => {
+                headers.remove(header::RETRY_AFTER);
+            }
         }
         if matches!(self, Self::Duplicate) {
             headers.insert(DUPLICATE_HEADER, HeaderValue::from_static("true"));
+        } else {
+            headers.remove(DUPLICATE_HEADER);
         }
-        response
     }
 }
 
@@ -159,6 +198,15 @@ impl ExtractError {
         match self {
             Self::MissingLayer => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Json { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        }
+    }
+
+    /// A short name of the failure, for logs and metrics.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::MissingLayer => "missing_layer",
+            Self::Json { .. } => "invalid_json",
         }
     }
 

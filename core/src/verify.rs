@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::HeaderMap;
+use sha2::{Digest as _, Sha256};
 
+use crate::PublicUrl;
 use crate::VerifyError;
 
 /// Which configured secret or key verified a delivery.
@@ -40,6 +42,29 @@ impl fmt::Display for MatchedKey {
     }
 }
 
+/// What identifies a delivery for deduplication: whether its id can be
+/// trusted to stop replays.
+///
+/// | scheme | identity | a captured delivery replayed… |
+/// |---|---|---|
+/// | Standard Webhooks, Stripe | [`SignedId`](Self::SignedId) | …under its id: a duplicate; under another id: `401` |
+/// | GitHub, Shopify, [`GenericHmac`](crate::scheme::GenericHmac) | [`Content`](Self::Content) | …under any id: a duplicate (same body) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Identity {
+    /// [`Verified::id`], which the signature covers (Standard Webhooks'
+    /// `webhook-id`, Stripe's body `id`): a replay cannot change it without
+    /// breaking the signature.
+    #[default]
+    SignedId,
+    /// The body's SHA-256: the scheme's id travels in a header the signature
+    /// does not cover (GitHub's `X-GitHub-Delivery`, Shopify's
+    /// `X-Shopify-Webhook-Id`), so anyone who captured a delivery could resend
+    /// it under a fresh id. [`Verified::id`] still carries the provider's id,
+    /// for logs and handlers.
+    Content,
+}
+
 /// What a [`Verifier`] established about an authentic delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -55,10 +80,17 @@ pub struct Verified {
     pub event_type: Option<String>,
     /// Which secret or key matched.
     pub matched_key: MatchedKey,
+    /// Whose delivery this is, when one endpoint receives for several senders
+    /// (the tenant, set by `TenantVerifier`).
+    /// Part of the dedup key: one sender's ids never collide with another's.
+    pub scope: Option<Arc<str>>,
+    /// What the delivery is deduplicated on by default.
+    pub identity: Identity,
 }
 
 impl Verified {
-    /// A verification result with only the scheme and the matched key set.
+    /// A verification result with only the scheme and the matched key set
+    /// (no scope, [`Identity::SignedId`]).
     ///
     /// For custom [`Verifier`] implementations; add the rest with the `with_*` methods.
     #[must_use]
@@ -69,10 +101,13 @@ impl Verified {
             timestamp: None,
             event_type: None,
             matched_key,
+            scope: None,
+            identity: Identity::SignedId,
         }
     }
 
-    /// Sets the delivery id.
+    /// Sets the delivery id. It is deduplicated on as it is, so it must be
+    /// covered by the signature; otherwise also set [`Identity::Content`].
     #[must_use]
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
@@ -91,6 +126,71 @@ impl Verified {
     pub fn with_event_type(mut self, event_type: impl Into<String>) -> Self {
         self.event_type = Some(event_type.into());
         self
+    }
+
+    /// Sets whose delivery this is (a tenant, an account): see [`scope`](Self::scope).
+    #[must_use]
+    pub fn with_scope(mut self, scope: impl Into<Arc<str>>) -> Self {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// Sets what the delivery is deduplicated on.
+    #[must_use]
+    pub fn with_identity(mut self, identity: Identity) -> Self {
+        self.identity = identity;
+        self
+    }
+
+    /// What the receive pipeline deduplicates this delivery on when no
+    /// [`dedup_key`](crate::ReceiverBuilder::dedup_key) function is set: the
+    /// signed [`id`](Self::id) (`None` when the scheme carries none), or for
+    /// [`Identity::Content`] `sha256:<hex>` of `body`, the exact bytes verified.
+    ///
+    /// ```
+    /// use webhooks_core::{Identity, MatchedKey, Verified};
+    ///
+    /// let signed = Verified::new("acme", MatchedKey::Secret(0)).with_id("evt_1");
+    /// assert_eq!(signed.dedup_id(b"{}").as_deref(), Some("evt_1"));
+    /// let unsigned = signed.with_identity(Identity::Content);
+    /// assert_eq!(
+    ///     unsigned.dedup_id(b"{}").as_deref(),
+    ///     Some("sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
+    /// );
+    /// ```
+    #[must_use]
+    pub fn dedup_id(&self, body: &[u8]) -> Option<String> {
+        match self.identity {
+            Identity::SignedId => self.id.clone(),
+            Identity::Content => Some(format!(
+                "sha256:{}",
+                crate::scheme::encode_hex(&Sha256::digest(body))
+            )),
+        }
+    }
+
+    /// The dedup key of the delivery identified by `id` under `namespace`:
+    /// `{namespace}:{scheme}:{id}`, or with a [`scope`](Self::scope)
+    /// `{namespace}:{scheme}@{scope}:{id}`, where `%` and `:` in the scope
+    /// are percent-encoded so that no scope can spell another's keys.
+    ///
+    /// ```
+    /// use webhooks_core::{MatchedKey, Verified};
+    ///
+    /// let v = Verified::new("stripe", MatchedKey::Secret(0));
+    /// assert_eq!(v.dedup_key("webhooks", "evt_1"), "webhooks:stripe:evt_1");
+    /// let v = v.with_scope("acme:eu");
+    /// assert_eq!(v.dedup_key("webhooks", "evt_1"), "webhooks:stripe@acme%3Aeu:evt_1");
+    /// ```
+    #[must_use]
+    pub fn dedup_key(&self, namespace: &str, id: &str) -> String {
+        match &self.scope {
+            None => format!("{namespace}:{}:{id}", self.scheme),
+            Some(scope) => {
+                let scope = scope.replace('%', "%25").replace(':', "%3A");
+                format!("{namespace}:{}@{scope}:{id}", self.scheme)
+            }
+        }
     }
 }
 
@@ -119,6 +219,13 @@ impl Verified {
 /// assert_eq!(verified.id.as_deref(), Some("msg_p5jXN8AQM9LWM0D4loKWxJek"));
 /// ```
 pub trait Verifier: Send + Sync {
+    /// The scheme's name, as [`Verified::scheme`] reports it (`"stripe"`…):
+    /// the `scheme` label of the pipeline's metrics and tracing span, known
+    /// before a request verifies. Defaults to `"custom"`.
+    fn scheme(&self) -> &'static str {
+        "custom"
+    }
+
     /// Verifies one request.
     ///
     /// # Errors
@@ -130,9 +237,32 @@ pub trait Verifier: Send + Sync {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError>;
+
+    /// Verifies one request, seeing its path and query too.
+    ///
+    /// Schemes that sign the request URL (Twilio, Square, Mandrill,
+    /// HubSpot, a [`GenericHmac`](crate::scheme::GenericHmac) with `{url}`)
+    /// override this; the receive pipeline calls it. The default calls
+    /// [`verify`](Self::verify).
+    ///
+    /// # Errors
+    ///
+    /// As [`verify`](Self::verify).
+    fn verify_head(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        self.verify(head.headers, body, now)
+    }
 }
 
 impl<V: Verifier + ?Sized> Verifier for Arc<V> {
+    fn scheme(&self) -> &'static str {
+        (**self).scheme()
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -140,10 +270,23 @@ impl<V: Verifier + ?Sized> Verifier for Arc<V> {
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
         (**self).verify(headers, body, now)
+    }
+
+    fn verify_head(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        (**self).verify_head(head, body, now)
     }
 }
 
 impl<V: Verifier + ?Sized> Verifier for Box<V> {
+    fn scheme(&self) -> &'static str {
+        (**self).scheme()
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -152,23 +295,87 @@ impl<V: Verifier + ?Sized> Verifier for Box<V> {
     ) -> Result<Verified, VerifyError> {
         (**self).verify(headers, body, now)
     }
+
+    fn verify_head(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        (**self).verify_head(head, body, now)
+    }
 }
 
-/// What a [`RequestVerifier`] sees of a request: its path and headers.
+/// What a [`RequestVerifier`] sees of a request: its path, query and headers.
+///
+/// Schemes that sign the URL the provider called rebuild it with
+/// [`url`](Self::url) from a configured [`PublicUrl`]: behind a proxy the
+/// `Host` header is not the public host, so it is never trusted by default.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct RequestHead<'a> {
-    /// The request path (without the query).
+    /// The request path (without the query), as received (percent-encoded).
     pub path: &'a str,
+    /// The query string (without the `?`), as received, if the request had one.
+    pub query: Option<&'a str>,
     /// The request headers.
     pub headers: &'a HeaderMap,
 }
 
 impl<'a> RequestHead<'a> {
-    /// A request head from a path and headers.
+    /// A request head from a path and headers, without a query.
     #[must_use]
     pub fn new(path: &'a str, headers: &'a HeaderMap) -> Self {
-        Self { path, headers }
+        Self {
+            path,
+            query: None,
+            headers,
+        }
+    }
+
+    /// A request head from the request target's path and query
+    /// (`/sms?a=1`), split at the first `?`.
+    ///
+    /// ```
+    /// # use webhooks_core::RequestHead;
+    /// let headers = http::HeaderMap::new();
+    /// let head = RequestHead::from_path_and_query("/sms?a=1&b=2", &headers);
+    /// assert_eq!((head.path, head.query), ("/sms", Some("a=1&b=2")));
+    /// ```
+    #[must_use]
+    pub fn from_path_and_query(path_and_query: &'a str, headers: &'a HeaderMap) -> Self {
+        match path_and_query.split_once('?') {
+            Some((path, query)) => Self::new(path, headers).with_query(Some(query)),
+            None => Self::new(path_and_query, headers),
+        }
+    }
+
+    /// The same head with the query string set.
+    #[must_use]
+    pub fn with_query(mut self, query: Option<&'a str>) -> Self {
+        self.query = query;
+        self
+    }
+
+    /// The path followed by `?` and the query when there is one.
+    #[must_use]
+    pub fn path_and_query(&self) -> String {
+        match self.query {
+            Some(query) => format!("{}?{query}", self.path),
+            None => self.path.to_owned(),
+        }
+    }
+
+    /// The URL the provider called, as [`public`](PublicUrl) says to
+    /// rebuild it.
+    ///
+    /// # Errors
+    ///
+    /// With [`PublicUrl::from_host_header`] or
+    /// [`PublicUrl::from_forwarded_headers`]: a `400` when the header it
+    /// reads is missing or not a plain host.
+    pub fn url(&self, public: &PublicUrl) -> Result<String, VerifyError> {
+        public.url_of(self)
     }
 }
 
@@ -178,6 +385,11 @@ impl<'a> RequestHead<'a> {
 /// verifying needs I/O or the request path, as the per-tenant key lookup does.
 #[async_trait::async_trait]
 pub trait RequestVerifier: Send + Sync {
+    /// The scheme's name (see [`Verifier::scheme`]). Defaults to `"custom"`.
+    fn scheme(&self) -> &'static str {
+        "custom"
+    }
+
     /// Verifies one request.
     ///
     /// # Errors
@@ -193,12 +405,16 @@ pub trait RequestVerifier: Send + Sync {
 
 #[async_trait::async_trait]
 impl<V: Verifier + ?Sized> RequestVerifier for V {
+    fn scheme(&self) -> &'static str {
+        Verifier::scheme(self)
+    }
+
     async fn verify_request(
         &self,
         head: RequestHead<'_>,
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        self.verify(head.headers, body, now)
+        self.verify_head(head, body, now)
     }
 }

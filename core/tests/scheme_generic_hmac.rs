@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderValue};
 use webhooks_core::scheme::{GenericHmac, SignatureEncoding};
-use webhooks_core::{ConfigError, MatchedKey, Verifier, VerifyError};
+use webhooks_core::{ConfigError, Identity, MatchedKey, Verifier, VerifyError};
 
 /// docs.github.com, "Validating webhook deliveries" (as in `scheme_github.rs`).
 const GITHUB_SECRET: &str = "It's a Secret to Everybody";
@@ -255,4 +255,41 @@ fn debug_never_prints_secrets() {
         GenericHmac::builder("x", "x-sig").secret("do-not-print-me")
     );
     assert!(!shown.contains("do-not-print"), "{shown}");
+}
+
+/// Issue 10, item 2: the id header is not signed, so deliveries are
+/// identified by the body: the same bytes under a fresh id, or none, are the
+/// same delivery; with a signed timestamp, so is a retry re-signed later.
+#[test]
+fn the_unsigned_id_never_identifies_the_delivery() {
+    let github = github_like();
+    let ids = [Some("d-1"), Some("d-replayed"), None];
+    let dedup_ids: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let mut h = with(&[("x-hub-signature-256", GITHUB_SIGNATURE)]);
+            if let Some(id) = id {
+                h.insert("x-github-delivery", HeaderValue::from_static(id));
+            }
+            let v = github.verify(&h, GITHUB_BODY, at(0)).unwrap();
+            assert_eq!(v.identity, Identity::Content);
+            assert_eq!(v.id.as_deref(), *id);
+            v.dedup_id(GITHUB_BODY).unwrap()
+        })
+        .collect();
+    assert!(
+        dedup_ids.iter().all(|d| *d == dedup_ids[0]),
+        "{dedup_ids:?}"
+    );
+
+    let slack = slack_like();
+    let verified_at = |t: u64| {
+        let h = slack.sign_headers(t, SLACK_BODY).unwrap();
+        slack.verify(&h, SLACK_BODY, at(t)).unwrap()
+    };
+    let (first, retry) = (
+        verified_at(SLACK_TIMESTAMP),
+        verified_at(SLACK_TIMESTAMP + 60),
+    );
+    assert_eq!(first.dedup_id(SLACK_BODY), retry.dedup_id(SLACK_BODY));
 }

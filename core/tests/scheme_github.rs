@@ -3,9 +3,12 @@
 
 use std::time::SystemTime;
 
+use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use webhooks_core::scheme::GitHub;
-use webhooks_core::{ConfigError, MatchedKey, Verifier, VerifyError};
+use webhooks_core::{
+    ConfigError, Identity, MatchedKey, Receiver, Rejection, Verifier, VerifyError,
+};
 
 /// docs.github.com, "Validating webhook deliveries", section "Testing the
 /// webhook payload validation": this secret and payload give this signature.
@@ -30,7 +33,15 @@ fn now() -> SystemTime {
     SystemTime::now()
 }
 
+/// `pairs` as headers, after a default `x-github-delivery` (which the provider
+/// always sends; `pairs` may replace it).
 fn with(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut h = bare(&[("x-github-delivery", "test-delivery")]);
+    h.extend(bare(pairs));
+    h
+}
+
+fn bare(pairs: &[(&'static str, &str)]) -> HeaderMap {
     let mut h = HeaderMap::new();
     for (name, value) in pairs {
         h.insert(*name, HeaderValue::from_str(value).unwrap());
@@ -64,7 +75,94 @@ fn octokit_sha256_vector_verifies() {
     assert_eq!(github.sign(octokit::BODY), octokit::SHA256);
     let h = with(&[("x-hub-signature-256", octokit::SHA256)]);
     let v = github.verify(&h, octokit::BODY, now()).unwrap();
-    assert_eq!((v.id, v.event_type), (None, None));
+    assert_eq!(
+        (v.id.as_deref(), v.event_type),
+        (Some("test-delivery"), None)
+    );
+}
+
+/// Issue 10, item 2: GitHub always sends `X-GitHub-Delivery`; without it (or
+/// empty) the request is not GitHub's.
+#[test]
+fn missing_delivery_id_is_400() {
+    let github = GitHub::new(docs::SECRET).unwrap();
+    for h in [
+        bare(&[("x-hub-signature-256", docs::SIGNATURE)]),
+        with(&[
+            ("x-hub-signature-256", docs::SIGNATURE),
+            ("x-github-delivery", " "),
+        ]),
+    ] {
+        assert_eq!(
+            github.verify(&h, docs::BODY, now()),
+            Err(VerifyError::MissingHeader("x-github-delivery"))
+        );
+    }
+    // No signature at all still names the signature first.
+    assert_eq!(
+        github.verify(&HeaderMap::new(), docs::BODY, now()),
+        Err(VerifyError::MissingHeader("x-hub-signature-256"))
+    );
+}
+
+/// Issue 10, item 2: `X-GitHub-Delivery` is not signed, so the delivery is
+/// identified by its body: the same bytes under a fresh id are the same delivery.
+#[test]
+fn deliveries_are_identified_by_the_body_not_the_unsigned_id() {
+    let github = GitHub::new(docs::SECRET).unwrap();
+    let verify = |id: &str| {
+        let h = with(&[
+            ("x-hub-signature-256", docs::SIGNATURE),
+            ("x-github-delivery", id),
+        ]);
+        github.verify(&h, docs::BODY, now()).unwrap()
+    };
+    let (genuine, replay) = (verify("d-1"), verify("d-replayed"));
+    assert_eq!(genuine.identity, Identity::Content);
+    assert_eq!(genuine.id.as_deref(), Some("d-1"));
+    assert_eq!(
+        genuine.dedup_id(docs::BODY),
+        replay.dedup_id(docs::BODY),
+        "a fresh id does not make a new delivery"
+    );
+    assert_ne!(genuine.dedup_id(docs::BODY), genuine.dedup_id(b"other"));
+}
+
+/// Issue 10, item 2, through the pipeline: a replay under a fresh id is a
+/// duplicate; the opt-out (`dedup_key` on the provider id) lets it run.
+#[tokio::test]
+async fn a_replay_under_a_fresh_id_is_a_duplicate_unless_opted_out() {
+    let github = GitHub::new(docs::SECRET).unwrap();
+    let deliver = |receiver: Receiver, id: &'static str| async move {
+        let h = with(&[
+            ("x-hub-signature-256", docs::SIGNATURE),
+            ("x-github-delivery", id),
+        ]);
+        let (mut parts, ()) = http::Request::post("/github")
+            .body(())
+            .unwrap()
+            .into_parts();
+        parts.headers = h;
+        let handler = |_, _| async { 204u16 };
+        receiver
+            .process(parts, Bytes::from_static(docs::BODY), handler, |s| *s)
+            .await
+    };
+    let receiver = Receiver::new(github.clone());
+    assert_eq!(deliver(receiver.clone(), "d-1").await, Ok(204));
+    assert_eq!(
+        deliver(receiver.clone(), "d-2").await,
+        Err(Rejection::Duplicate)
+    );
+    let opted_out = Receiver::builder(github)
+        .dedup_key(|verified, _| verified.id.clone())
+        .build();
+    assert_eq!(deliver(opted_out.clone(), "d-1").await, Ok(204));
+    assert_eq!(
+        deliver(opted_out.clone(), "d-1").await,
+        Err(Rejection::Duplicate)
+    );
+    assert_eq!(deliver(opted_out, "d-2").await, Ok(204));
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use http::{HeaderMap, HeaderValue};
 use webhooks_core::scheme::Shopify;
-use webhooks_core::{ConfigError, MatchedKey, Verifier, VerifyError};
+use webhooks_core::{ConfigError, Identity, MatchedKey, Verifier, VerifyError};
 
 /// Shopify/shopify_app `test/shopify_app/controller_concerns/webhook_verification_test.rb`:
 /// with `config.secret = 'secret'` and `config.old_secret = 'old_secret'`, a
@@ -23,7 +23,15 @@ fn now() -> SystemTime {
     SystemTime::now()
 }
 
+/// `pairs` as headers, after a default `x-shopify-webhook-id` (which the provider
+/// always sends; `pairs` may replace it).
 fn with(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut h = bare(&[("x-shopify-webhook-id", "test-webhook-id")]);
+    h.extend(bare(pairs));
+    h
+}
+
+fn bare(pairs: &[(&'static str, &str)]) -> HeaderMap {
     let mut h = HeaderMap::new();
     for (name, value) in pairs {
         h.insert(*name, HeaderValue::from_str(value).unwrap());
@@ -152,6 +160,42 @@ fn webhook_id_and_topic_are_exposed() {
     );
     assert_eq!(v.event_type.as_deref(), Some("orders/create"));
     assert_eq!(v.timestamp, None);
+}
+
+/// Issue 10, item 2: Shopify always sends `X-Shopify-Webhook-Id`; without it
+/// the request is not Shopify's.
+#[test]
+fn missing_webhook_id_is_400() {
+    let shopify = rotating();
+    let h = bare(&[("x-shopify-hmac-sha256", shopify_app::HMAC_NEW)]);
+    assert_eq!(
+        shopify.verify(&h, shopify_app::BODY, now()),
+        Err(VerifyError::MissingHeader("x-shopify-webhook-id"))
+    );
+}
+
+/// Issue 10, item 2: the webhook id is not signed, so the delivery is
+/// identified by its body: the same bytes under a fresh id are the same delivery.
+#[test]
+fn deliveries_are_identified_by_the_body_not_the_unsigned_id() {
+    let shopify = rotating();
+    let verify = |id: &str| {
+        let h = with(&[
+            ("x-shopify-hmac-sha256", shopify_app::HMAC_NEW),
+            ("x-shopify-webhook-id", id),
+        ]);
+        shopify.verify(&h, shopify_app::BODY, now()).unwrap()
+    };
+    let (genuine, replay) = (verify("w-1"), verify("w-replayed"));
+    assert_eq!(genuine.identity, Identity::Content);
+    assert_eq!(
+        genuine.dedup_id(shopify_app::BODY),
+        replay.dedup_id(shopify_app::BODY)
+    );
+    assert_ne!(
+        genuine.dedup_id(shopify_app::BODY),
+        genuine.dedup_id(b"foo=other")
+    );
 }
 
 #[test]

@@ -17,17 +17,22 @@ use webhooks_core::{
 const T: u64 = 1_700_000_000;
 const BODY: &[u8] = br#"{"id":"evt_1","type":"invoice.paid"}"#;
 
-/// Tenants' secrets in a map; `vault-down` fails; every call is counted.
+/// Tenants' secrets in a map; `vault-down` fails; every call is counted and
+/// takes `delay` (a database round trip).
 #[derive(Default)]
 struct InMemory {
     tenants: HashMap<&'static str, Vec<&'static str>>,
     calls: AtomicUsize,
+    delay: Duration,
 }
 
 #[async_trait::async_trait]
 impl KeyLookup for InMemory {
     async fn secrets(&self, tenant: &str) -> Result<Option<Vec<Secret>>, LookupError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
         if tenant == "vault-down" {
             return Err(LookupError::new(std::io::Error::other(
                 "connection refused",
@@ -49,7 +54,15 @@ fn lookup() -> Arc<InMemory> {
             ("broken", vec![""]),
         ]),
         calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
     })
+}
+
+/// [`lookup`] whose every call takes 20 ms.
+fn slow_lookup() -> Arc<InMemory> {
+    let mut lookup = Arc::into_inner(lookup()).unwrap();
+    lookup.delay = Duration::from_millis(20);
+    Arc::new(lookup)
 }
 
 fn stripe_factory(secrets: &[Secret]) -> Result<Stripe, ConfigError> {
@@ -166,9 +179,74 @@ async fn cache_hit_does_not_call_the_lookup_again() {
     // A forged request for a cached tenant does not reach the lookup either.
     let _ = verify(&v, "/hooks/acme", &signed("whsec_forged")).await;
     assert_eq!(lookup.calls.load(Ordering::SeqCst), 1);
-    v.invalidate("acme");
+    v.invalidate("acme").await;
     verify(&v, "/hooks/acme", &h).await.unwrap();
     assert_eq!(lookup.calls.load(Ordering::SeqCst), 2, "invalidate forgets");
+}
+
+/// Issue 10, item 11: N concurrent requests for a tenant not yet cached
+/// share one lookup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_for_one_tenant_share_one_lookup() {
+    let lookup = slow_lookup();
+    let v = Arc::new(by_path(&lookup));
+    let h = signed("whsec_acme");
+    let requests = (0..200).map(|_| {
+        let (v, h) = (Arc::clone(&v), h.clone());
+        tokio::spawn(async move { verify(&v, "/hooks/acme", &h).await })
+    });
+    for r in futures_util::future::join_all(requests).await {
+        r.unwrap().unwrap();
+    }
+    assert_eq!(lookup.calls.load(Ordering::SeqCst), 1);
+}
+
+/// Issue 10, item 11: 20,000 requests for unknown tenants cost one lookup per
+/// distinct tenant id, not one per request, even when they arrive together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tenants_are_looked_up_once_each() {
+    let lookup = slow_lookup();
+    let v = Arc::new(by_path(&lookup));
+    let h = signed("whsec_acme");
+    let paths: Vec<String> = (0..100).map(|i| format!("/hooks/nobody-{i}")).collect();
+    let requests = (0..20_000).map(|i| {
+        let (v, h, path) = (Arc::clone(&v), h.clone(), paths[i % 100].clone());
+        tokio::spawn(async move { verify(&v, &path, &h).await })
+    });
+    for r in futures_util::future::join_all(requests).await {
+        assert_eq!(r.unwrap(), Err(VerifyError::UnknownKey));
+    }
+    assert_eq!(lookup.calls.load(Ordering::SeqCst), 100);
+}
+
+/// Issue 10, item 11: "unknown" is remembered for the negative TTL only.
+#[tokio::test]
+async fn unknown_tenants_are_remembered_briefly() {
+    let lookup = lookup();
+    let v = TenantVerifier::builder(Arc::clone(&lookup), stripe_factory)
+        .tenant_from_path_segment(1)
+        .negative_cache_ttl(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let h = signed("whsec_acme");
+    for _ in 0..3 {
+        assert_eq!(
+            verify(&v, "/hooks/initech", &h).await,
+            Err(VerifyError::UnknownKey)
+        );
+    }
+    assert_eq!(lookup.calls.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(
+        verify(&v, "/hooks/initech", &h).await,
+        Err(VerifyError::UnknownKey)
+    );
+    assert_eq!(lookup.calls.load(Ordering::SeqCst), 2, "looked up again");
+    // Known tenants keep the (longer) positive TTL meanwhile.
+    verify(&v, "/hooks/acme", &h).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    verify(&v, "/hooks/acme", &h).await.unwrap();
+    assert_eq!(lookup.calls.load(Ordering::SeqCst), 3);
 }
 
 #[tokio::test]
@@ -202,11 +280,8 @@ async fn a_full_cache_still_verifies() {
             .await
             .unwrap();
     }
-    assert_eq!(
-        lookup.calls.load(Ordering::SeqCst),
-        4,
-        "one entry at a time"
-    );
+    let calls = lookup.calls.load(Ordering::SeqCst);
+    assert!((2..=4).contains(&calls), "{calls} lookups");
 }
 
 #[tokio::test]
@@ -337,6 +412,56 @@ async fn in_a_receiver_the_statuses_hold() {
     assert_eq!(
         down,
         Err(Rejection::Verify(VerifyError::KeyLookupUnavailable))
+    );
+}
+
+/// Issue 10, item 1: the tenant scopes the delivery's identity.
+#[tokio::test]
+async fn the_tenant_scopes_the_dedup_key() {
+    let v = by_path(&lookup());
+    let acme = verify(&v, "/hooks/acme", &signed("whsec_acme"))
+        .await
+        .unwrap();
+    let globex = verify(&v, "/hooks/globex", &signed("whsec_globex_new"))
+        .await
+        .unwrap();
+    assert_eq!(acme.id, globex.id, "the same event id");
+    assert_eq!(acme.scope.as_deref(), Some("acme"));
+    assert_eq!(
+        acme.dedup_key("webhooks", "evt_1"),
+        "webhooks:stripe@acme:evt_1"
+    );
+    assert_ne!(
+        acme.dedup_key("webhooks", "evt_1"),
+        globex.dedup_key("webhooks", "evt_1")
+    );
+}
+
+/// Issue 10, item 1, through the pipeline: tenant B's delivery of an id does
+/// not make tenant A's delivery of that id a duplicate.
+#[tokio::test]
+async fn another_tenants_delivery_of_the_same_id_does_not_suppress() {
+    let receiver = Receiver::new(by_path(&lookup()));
+    let deliver = |path: &'static str, secret: &'static str| {
+        let receiver = receiver.clone();
+        async move {
+            let (mut parts, ()) = http::Request::post(path).body(()).unwrap().into_parts();
+            let t = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            parts.headers = Stripe::new(secret).unwrap().sign_headers(t, BODY).unwrap();
+            let handler = |_, _| async { 204u16 };
+            receiver
+                .process(parts, Bytes::from_static(BODY), handler, |s| *s)
+                .await
+        }
+    };
+    assert_eq!(deliver("/hooks/globex", "whsec_globex_new").await, Ok(204));
+    assert_eq!(deliver("/hooks/acme", "whsec_acme").await, Ok(204));
+    assert_eq!(
+        deliver("/hooks/acme", "whsec_acme").await,
+        Err(Rejection::Duplicate)
     );
 }
 

@@ -1106,3 +1106,53 @@ fn errors_have_the_right_status_and_reveal_nothing() {
     assert_eq!(err, VerifyError::NoMatchingSignature);
     assert_eq!(err.to_string(), "no matching signature");
 }
+
+/// Issue 10, item 6: a request costs at most 4 ed25519 checks, whatever it
+/// carries: the first `4 / keys` distinct well-formed `v1a` signatures (at
+/// least one) are tried against each trusted key, and no others.
+#[test]
+fn v1a_work_per_request_is_bounded() {
+    let trusted = fixed_ed25519(1);
+    let attacker = fixed_ed25519(3);
+    let with_keys = |keys: &[&Signer]| {
+        (keys.iter())
+            .fold(StandardWebhooks::builder(), |b, k| {
+                b.public_key(k.public_key().unwrap())
+            })
+            .build()
+            .unwrap()
+    };
+    let one_key = with_keys(&[&trusted]);
+    let two_keys = with_keys(&[&fixed_ed25519(2), &trusted]);
+    let genuine = trusted.sign(published::ID, published::TIMESTAMP, published::BODY);
+    // Well-formed signatures (by a key nobody trusts, of other content).
+    let decoy = |i: usize| attacker.sign(&format!("other_{i}"), published::TIMESTAMP, b"{}");
+    let after = |decoys: Vec<String>| {
+        let mut entries = decoys;
+        entries.push(genuine.clone());
+        entries.join(" ")
+    };
+    let decoys = |n: usize| (0..n).map(decoy).collect::<Vec<_>>();
+    let accepted = |v: &StandardWebhooks, sig: &str| verify_published_with(v, sig).is_ok();
+
+    assert!(
+        accepted(&one_key, &after(decoys(3))),
+        "4th signature, 1 key"
+    );
+    assert!(
+        !accepted(&one_key, &after(decoys(4))),
+        "5th signature is never tried"
+    );
+    assert!(
+        accepted(&two_keys, &after(decoys(1))),
+        "2nd signature, 2 keys"
+    );
+    assert!(
+        !accepted(&two_keys, &after(decoys(2))),
+        "3rd signature, 2 keys"
+    );
+    // Repeats and signatures that can never verify (`s` ≥ 2^253) take no share.
+    assert!(accepted(&one_key, &after(vec![decoy(0); 10])), "repeats");
+    let high_s = format!("v1a,{}", B64.encode([0xffu8; 64]));
+    assert!(accepted(&one_key, &after(vec![high_s; 10])), "malformed s");
+}

@@ -241,6 +241,162 @@ mod scenarios {
         backend.cleanup().await;
     }
 
+    /// A lease that ran out while nobody took over still belongs to its
+    /// token: `complete` (a slow handler, or a retried complete after a store
+    /// outage) succeeds and the delivery is never run again; `extend`
+    /// re-acquires the claim and `release` lets it go. Other tokens stay
+    /// stale, and a late complete after a takeover or a completion by someone
+    /// else changes nothing.
+    pub(super) async fn late_settle_without_takeover<B: Backend>() {
+        let Some((backend, store)) = fresh_store::<B>().await else {
+            return;
+        };
+        let lease = Duration::from_millis(300);
+        let day = Duration::from_secs(86_400);
+        let run_out = || tokio::time::sleep(Duration::from_millis(450));
+
+        // complete after the lease, nobody took over: applied, remembered.
+        let done = key("late-complete");
+        let token = ClaimToken::random();
+        answers!(store.claim(&done, token, lease), Claim::Claimed);
+        run_out().await;
+        answers!(
+            store.complete(&done, ClaimToken::random(), day),
+            Transition::Stale
+        );
+        answers!(store.complete(&done, token, day), Transition::Applied);
+        answers!(
+            store.claim(&done, ClaimToken::random(), LEASE),
+            Claim::Completed
+        );
+        answers!(store.complete(&done, token, day), Transition::Stale);
+
+        // extend after the lease, nobody took over: the claim is ours again.
+        let extended = key("late-extend");
+        let token = ClaimToken::random();
+        answers!(store.claim(&extended, token, lease), Claim::Claimed);
+        run_out().await;
+        answers!(
+            store.extend(&extended, ClaimToken::random(), LEASE),
+            Transition::Stale
+        );
+        answers!(store.extend(&extended, token, LEASE), Transition::Applied);
+        answers!(
+            store.claim(&extended, ClaimToken::random(), LEASE),
+            Claim::InFlight { .. }
+        );
+        answers!(store.complete(&extended, token, day), Transition::Applied);
+
+        // release after the lease: the next attempt may run at once.
+        let released = key("late-release");
+        let token = ClaimToken::random();
+        answers!(store.claim(&released, token, lease), Claim::Claimed);
+        run_out().await;
+        answers!(store.release(&released, token), Transition::Applied);
+        answers!(
+            store.claim(&released, ClaimToken::random(), LEASE),
+            Claim::Claimed
+        );
+
+        // Someone took over, then completed: the old token stays stale.
+        let taken = key("late-taken");
+        let old = ClaimToken::random();
+        answers!(store.claim(&taken, old, lease), Claim::Claimed);
+        run_out().await;
+        let new = ClaimToken::random();
+        answers!(store.claim(&taken, new, LEASE), Claim::Claimed);
+        answers!(store.complete(&taken, old, day), Transition::Stale);
+        answers!(store.extend(&taken, old, LEASE), Transition::Stale);
+        answers!(store.complete(&taken, new, day), Transition::Applied);
+        answers!(store.complete(&taken, old, day), Transition::Stale);
+        answers!(store.release(&taken, old), Transition::Stale);
+        answers!(
+            store.claim(&taken, ClaimToken::random(), LEASE),
+            Claim::Completed
+        );
+        backend.cleanup().await;
+    }
+
+    /// 1000 deliveries (500 ids, each sent twice at once) claim and complete
+    /// concurrently while a thread burns a core: no store error (no 503),
+    /// every id runs exactly once and ends completed.
+    pub(super) async fn delivery_storm<B: Backend>() {
+        let Some((backend, store)) = fresh_store::<B>().await else {
+            return;
+        };
+        const IDS: usize = 500;
+        let burning = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let burner = {
+            let burning = Arc::clone(&burning);
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while burning.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005) + 1);
+                }
+            })
+        };
+        let barrier = Arc::new(Barrier::new(2 * IDS));
+        let handles: Vec<_> = (0..2 * IDS)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                let barrier = Arc::clone(&barrier);
+                let key = key(&format!("delivery-storm-{}", i % IDS));
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let token = ClaimToken::random();
+                    match store.claim(&key, token, LEASE).await? {
+                        Claim::Claimed => {
+                            // The handler.
+                            tokio::task::yield_now().await;
+                            let day = Duration::from_secs(86_400);
+                            store
+                                .complete(&key, token, day)
+                                .await
+                                .map(|t| (i % IDS, Some(t)))
+                        }
+                        Claim::InFlight { .. } | Claim::Completed => Ok((i % IDS, None)),
+                        other => panic!("unexpected {other:?}"),
+                    }
+                })
+            })
+            .collect();
+        let mut runs = vec![0usize; IDS];
+        let mut errors = Vec::new();
+        for handle in handles {
+            match handle.await.expect("delivery task") {
+                Ok((id, Some(Transition::Applied))) => runs[id] += 1,
+                Ok((id, Some(Transition::Stale))) => {
+                    errors.push(format!("{id}: complete was stale"));
+                    runs[id] += 1;
+                }
+                Ok((_, None)) => {}
+                Err(error) => errors.push(format!("{error}")),
+            }
+        }
+        burning.store(false, std::sync::atomic::Ordering::Relaxed);
+        burner.join().expect("burner");
+        assert!(
+            errors.is_empty(),
+            "{} errors: {:?}",
+            errors.len(),
+            &errors[..errors.len().min(5)]
+        );
+        let twice: Vec<_> = (0..IDS).filter(|&id| runs[id] > 1).collect();
+        assert!(twice.is_empty(), "ran twice: {twice:?}");
+        for id in 0..IDS {
+            assert_eq!(runs[id], 1, "id {id} never ran");
+            answers!(
+                store.claim(
+                    &key(&format!("delivery-storm-{id}")),
+                    ClaimToken::random(),
+                    LEASE
+                ),
+                Claim::Completed
+            );
+        }
+        backend.cleanup().await;
+    }
+
     /// A released claim can be claimed again at once; a second release is stale.
     pub(super) async fn release_then_reclaim<B: Backend>() {
         let Some((backend, store)) = fresh_store::<B>().await else {
@@ -492,6 +648,8 @@ macro_rules! store_suite {
             store_suite!(@tests $backend;
                 storm,
                 lease_expiry_takeover,
+                late_settle_without_takeover,
+                delivery_storm,
                 release_then_reclaim,
                 completed_until_retention,
                 extend_needs_the_token,
@@ -662,10 +820,10 @@ macro_rules! sql_server_backend {
                 return;
             };
             let store = &backend.store;
-            expire_five_keep_one(store).await;
+            let expired = expire_five_keep_one(store).await;
             assert_eq!(store.purge_expired(2).await.unwrap(), 5);
             assert_eq!(store.purge_expired(2).await.unwrap(), 0);
-            live_row_survived(store).await;
+            kept_rows_survived(store, &expired).await;
             let task = store.spawn_purge(Duration::from_millis(50));
             assert!(!task.is_finished());
             task.stop();
@@ -820,6 +978,110 @@ async fn open_by_url_and_claim(url: &str, what: &str) {
     );
 }
 
+/// `store_from_url` starts the purge of SQL stores: a row whose lease ran
+/// out before the store was opened is gone soon after, without the caller
+/// doing anything.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[tokio::test]
+async fn store_from_url_purges_sql_stores() {
+    let id = format!("url-purge-{}", support::unique_suffix());
+    let key = format!("webhooks:{id}");
+    #[cfg(feature = "sqlite")]
+    {
+        let path = std::env::temp_dir().join(format!(
+            "webhooks-dedup-url-purge-{}.db",
+            support::unique_suffix()
+        ));
+        let url = format!("sqlite://{}", path.display());
+        let store = webhooks_core::dedup::SqliteStore::connect(&url)
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        expire(&store, &key).await;
+        let count = || {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM webhooks_dedup WHERE id = ?1")
+                .bind(&id)
+                .fetch_one(store.pool())
+        };
+        assert_eq!(count().await.unwrap(), 1);
+        let opened = webhooks_core::dedup::store_from_url(&url).await.unwrap();
+        assert!(
+            purged(|| async { count().await.unwrap() }).await,
+            "sqlite:// never purged"
+        );
+        drop(opened);
+        store.pool().close().await;
+        remove_sqlite_files(&path);
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(url) = support::postgres_url().await {
+        let store = webhooks_core::dedup::PostgresStore::connect(&url)
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        expire(&store, &key).await;
+        let count = || {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM webhooks_dedup WHERE id = $1")
+                .bind(&id)
+                .fetch_one(store.pool())
+        };
+        let opened = webhooks_core::dedup::store_from_url(&url).await.unwrap();
+        assert!(
+            purged(|| async { count().await.unwrap() }).await,
+            "postgres:// never purged"
+        );
+        drop(opened);
+    }
+    #[cfg(feature = "mysql")]
+    if let Some(url) = support::mysql_url().await {
+        let store = webhooks_core::dedup::MySqlStore::connect(&url)
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        expire(&store, &key).await;
+        let count = || {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM webhooks_dedup WHERE id = ?")
+                .bind(&id)
+                .fetch_one(store.pool())
+        };
+        let opened = webhooks_core::dedup::store_from_url(&url).await.unwrap();
+        assert!(
+            purged(|| async { count().await.unwrap() }).await,
+            "mysql:// never purged"
+        );
+        drop(opened);
+    }
+}
+
+/// Leaves `key` as a completed row whose retention is over.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+async fn expire(store: &dyn DedupStore, key: &str) {
+    let token = ClaimToken::random();
+    answers!(store.claim(key, token, LEASE), Claim::Claimed);
+    answers!(
+        store.complete(key, token, Duration::from_millis(1)),
+        Transition::Applied
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+/// Whether `count` reaches 0 within 3 s.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+async fn purged<F, Fut>(count: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = i64>,
+{
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        if count().await == 0 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn sqlite_purge_removes_only_expired_rows() {
@@ -829,16 +1091,20 @@ async fn sqlite_purge_removes_only_expired_rows() {
     let store = webhooks_core::dedup::SqliteStore::connect(&backend.url())
         .await
         .unwrap();
-    expire_five_keep_one(&store).await;
+    let expired = expire_five_keep_one(&store).await;
     assert_eq!(store.purge_expired(2).await.unwrap(), 5);
     assert_eq!(store.purge_expired(2).await.unwrap(), 0);
-    live_row_survived(&store).await;
+    kept_rows_survived(&store, &expired).await;
     // The background task purges too.
     let token = ClaimToken::random();
-    store
-        .claim("webhooks:purge:bg", token, Duration::from_millis(1))
-        .await
-        .unwrap();
+    answers!(
+        store.claim("webhooks:purge:bg", token, LEASE),
+        Claim::Claimed
+    );
+    answers!(
+        store.complete("webhooks:purge:bg", token, Duration::from_millis(1)),
+        Transition::Applied
+    );
     tokio::time::sleep(Duration::from_millis(20)).await;
     let task = store.spawn_purge(Duration::from_millis(20));
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -847,24 +1113,31 @@ async fn sqlite_purge_removes_only_expired_rows() {
         .fetch_one(store.pool())
         .await
         .unwrap();
-    assert_eq!(left, 1, "only the live row is left");
+    // The live row and the two late completions (retention: `LEASE`).
+    assert_eq!(left, 3, "only the live rows are left");
     store.pool().close().await;
     backend.cleanup().await;
 }
 
-/// Five rows whose lease or retention is over, and one live claim.
+/// Five completed rows whose retention is over, two claims whose lease ran
+/// out moments ago (kept for their holders' late `complete`: returned), and
+/// one live completed row.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-async fn expire_five_keep_one(store: &dyn DedupStore) {
+async fn expire_five_keep_one(store: &dyn DedupStore) -> Vec<(String, ClaimToken)> {
+    let short = Duration::from_millis(1);
     for i in 0..5 {
         let key = format!("webhooks:purge:{i}");
         let token = ClaimToken::random();
         answers!(store.claim(&key, token, LEASE), Claim::Claimed);
-        let short = Duration::from_millis(1);
-        if i % 2 == 0 {
-            answers!(store.complete(&key, token, short), Transition::Applied);
-        } else {
-            answers!(store.extend(&key, token, short), Transition::Applied);
-        }
+        answers!(store.complete(&key, token, short), Transition::Applied);
+    }
+    let mut expired = Vec::new();
+    for i in 0..2 {
+        let key = format!("webhooks:purge:late-{i}");
+        let token = ClaimToken::random();
+        answers!(store.claim(&key, token, LEASE), Claim::Claimed);
+        answers!(store.extend(&key, token, short), Transition::Applied);
+        expired.push((key, token));
     }
     let live = ClaimToken::random();
     answers!(
@@ -876,11 +1149,16 @@ async fn expire_five_keep_one(store: &dyn DedupStore) {
         Transition::Applied
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
+    expired
 }
 
-/// The live row of [`expire_five_keep_one`] is still there after a purge.
+/// The rows of [`expire_five_keep_one`] that a purge keeps are still there:
+/// the expired claims complete late, the live row is completed.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-async fn live_row_survived(store: &dyn DedupStore) {
+async fn kept_rows_survived(store: &dyn DedupStore, expired: &[(String, ClaimToken)]) {
+    for (key, token) in expired {
+        answers!(store.complete(key, *token, LEASE), Transition::Applied);
+    }
     answers!(
         store.claim("webhooks:purge:live", ClaimToken::random(), LEASE),
         Claim::Completed

@@ -11,6 +11,7 @@
 //! | [`store`] | the state in SQLite, one transaction per event |
 //! | [`app`] | configuration from the environment, the webhook pipeline, the axum app |
 //! | [`schemes`] | the signature schemes, chosen by name |
+//! | [`observe`] | logs (text or JSON) and the Prometheus `/metrics` route |
 //! | [`simulator`] | the provider: signs, duplicates, reorders, forges, retries, measures |
 //!
 //! | binary | run with |
@@ -37,6 +38,7 @@
 
 pub mod app;
 pub mod event;
+pub mod observe;
 pub mod schemes;
 pub mod simulator;
 pub mod state;

@@ -62,8 +62,8 @@ impl Scheme {
     }
 
     /// Whether the scheme signs a timestamp, so that stale replays are refused.
-    /// (GitHub and Shopify sign only the body: a replay is caught by the
-    /// delivery id alone.)
+    /// (GitHub and Shopify sign only the body: a replay, under any delivery
+    /// id, is caught by deduplicating on the body's digest.)
     #[must_use]
     pub fn signs_timestamp(self) -> bool {
         matches!(self, Self::Standard | Self::Stripe | Self::Slack)

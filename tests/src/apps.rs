@@ -9,9 +9,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use bytes::Bytes;
 use tower_webhooks::{RawWebhook, VerifiedWebhook, WebhookLayer, WebhookMeta};
-use webhooks_core::Receiver;
 use webhooks_core::dedup::DedupStore;
-use webhooks_core::scheme::GitHub;
+use webhooks_core::scheme::{GitHub, Shopify};
+use webhooks_core::{Receiver, Rejection, RequestVerifier};
 
 use crate::behaviour::{Behaviour, EXPECT_EVENT_HEADER, MODE_HEADER, TestHeaders, TypedEvent};
 use crate::keys;
@@ -27,6 +27,12 @@ pub struct Spec {
     pub store: Arc<dyn DedupStore>,
     /// The key namespace (unique per scenario, so shared servers do not mix runs).
     pub namespace: String,
+    /// The body-read deadline.
+    pub body_timeout: Duration,
+    /// Whether rejections go through an `on_reject` hook that renders
+    /// `{"error":"<kind>"}` and tries to set its own status and protocol
+    /// headers (which the library must override).
+    pub custom_rejections: bool,
 }
 
 impl Spec {
@@ -36,13 +42,7 @@ impl Spec {
     ///
     /// When the verifier cannot be built.
     pub fn receiver(&self) -> Result<Receiver, String> {
-        let verifier = keys::verifier().map_err(|e| e.to_string())?;
-        Ok(Receiver::builder(verifier)
-            .body_limit(self.body_limit)
-            .lease(self.lease)
-            .shared_store(Arc::clone(&self.store))
-            .namespace(self.namespace.clone())
-            .build())
+        Ok(self.pipeline(keys::verifier().map_err(|e| e.to_string())?))
     }
 
     /// A second pipeline for the `/github` route: the GitHub scheme on the same store.
@@ -51,14 +51,68 @@ impl Spec {
     ///
     /// When the verifier cannot be built.
     pub fn github_receiver(&self) -> Result<Receiver, String> {
-        let verifier = GitHub::new(keys::GITHUB_SECRET).map_err(|e| e.to_string())?;
-        Ok(Receiver::builder(verifier)
+        Ok(self.pipeline(GitHub::new(keys::GITHUB_SECRET).map_err(|e| e.to_string())?))
+    }
+
+    /// The `/shopify` route's pipeline: the Shopify scheme on the same store.
+    ///
+    /// # Errors
+    ///
+    /// When the verifier cannot be built.
+    pub fn shopify_receiver(&self) -> Result<Receiver, String> {
+        Ok(self.pipeline(Shopify::new(keys::SHOPIFY_SECRET).map_err(|e| e.to_string())?))
+    }
+
+    /// The `/tenants/{tenant}/hook` route's pipeline: Standard Webhooks with
+    /// each tenant's own secret ([`keys::tenants`]), on the same store.
+    ///
+    /// # Errors
+    ///
+    /// When the verifier cannot be built.
+    pub fn tenant_receiver(&self) -> Result<Receiver, String> {
+        Ok(self.pipeline(keys::tenants().map_err(|e| e.to_string())?))
+    }
+
+    /// A pipeline around `verifier` with this spec's limit, lease, store and namespace.
+    fn pipeline(&self, verifier: impl RequestVerifier + 'static) -> Receiver {
+        let builder = Receiver::builder(verifier)
             .body_limit(self.body_limit)
+            .body_timeout(self.body_timeout)
             .lease(self.lease)
             .shared_store(Arc::clone(&self.store))
-            .namespace(self.namespace.clone())
-            .build())
+            .namespace(self.namespace.clone());
+        if self.custom_rejections {
+            builder.on_reject(custom_rejection).build()
+        } else {
+            builder.build()
+        }
     }
+}
+
+/// The `on_reject` hook of [`Spec::custom_rejections`]: a JSON body, and a
+/// status and protocol headers of its own that the library must replace.
+fn custom_rejection(rejection: &Rejection) -> http::Response<Bytes> {
+    let mut response = http::Response::new(Bytes::from(format!(
+        "{{\"error\":\"{}\"}}",
+        rejection.kind()
+    )));
+    let headers = response.headers_mut();
+    headers.insert(
+        "content-type",
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.insert("retry-after", http::HeaderValue::from_static("999"));
+    headers.insert("webhook-duplicate", http::HeaderValue::from_static("false"));
+    response
+}
+
+/// The pipelines of one app, one per guarded route group.
+#[derive(Clone)]
+struct Receivers {
+    standard: Receiver,
+    github: Receiver,
+    shopify: Receiver,
+    tenant: Receiver,
 }
 
 /// A running app: its address and its handler's counters.
@@ -110,15 +164,21 @@ impl Framework {
     /// Starts the app on a free loopback port.
     ///
     /// Routes: `/hook` (mode from `x-test-mode`), `/typed` (typed JSON),
-    /// both behind the Standard Webhooks layer; `/github` (like `/hook`)
-    /// behind a GitHub layer; `/unguarded` (typed JSON, no layer).
+    /// both behind the Standard Webhooks layer; `/github`, `/shopify` and
+    /// `/tenants/{tenant}/hook` (like `/hook`) behind a GitHub, a Shopify and
+    /// a per-tenant Standard Webhooks layer; `/unguarded` (typed JSON, no layer).
     ///
     /// # Errors
     ///
     /// When the app cannot start.
     pub async fn start(self, spec: &Spec) -> Result<RunningApp, String> {
         let behaviour = Arc::new(Behaviour::default());
-        let receivers = (spec.receiver()?, spec.github_receiver()?);
+        let receivers = Receivers {
+            standard: spec.receiver()?,
+            github: spec.github_receiver()?,
+            shopify: spec.shopify_receiver()?,
+            tenant: spec.tenant_receiver()?,
+        };
         match self {
             Self::Axum => start_axum(receivers, behaviour).await,
             Self::Actix => start_actix(receivers, behaviour).await,
@@ -160,19 +220,20 @@ async fn axum_typed(
     status(behaviour.typed(test_headers(&headers), &meta, &event).await)
 }
 
-async fn start_axum(
-    (receiver, github): (Receiver, Receiver),
-    behaviour: Arc<Behaviour>,
-) -> Result<RunningApp, String> {
+async fn start_axum(receivers: Receivers, behaviour: Arc<Behaviour>) -> Result<RunningApp, String> {
     let standard = axum::Router::new()
         .route("/hook", post(axum_hook))
         .route("/typed", post(axum_typed))
-        .layer(WebhookLayer::from_receiver(receiver));
-    let github = axum::Router::new()
-        .route("/github", post(axum_hook))
-        .route_layer(WebhookLayer::from_receiver(github));
+        .layer(WebhookLayer::from_receiver(receivers.standard));
+    let hook_behind = |path: &str, receiver: Receiver| {
+        axum::Router::new()
+            .route(path, post(axum_hook))
+            .route_layer(WebhookLayer::from_receiver(receiver))
+    };
     let app = standard
-        .merge(github)
+        .merge(hook_behind("/github", receivers.github))
+        .merge(hook_behind("/shopify", receivers.shopify))
+        .merge(hook_behind("/tenants/{tenant}/hook", receivers.tenant))
         .route("/unguarded", post(axum_typed))
         .with_state(Arc::clone(&behaviour));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -232,7 +293,7 @@ mod actix {
 }
 
 async fn start_actix(
-    (receiver, github): (Receiver, Receiver),
+    receivers: Receivers,
     behaviour: Arc<Behaviour>,
 ) -> Result<RunningApp, String> {
     use actix_web::{App, HttpServer, web};
@@ -244,14 +305,17 @@ async fn start_actix(
         let system = actix_web::rt::System::new();
         system.block_on(async move {
             let server = HttpServer::new(move || {
-                let webhooks = Webhooks::from_receiver(receiver.clone());
+                let webhooks = Webhooks::from_receiver(receivers.standard.clone());
+                let hook_behind = |path: &str, receiver: &Receiver| {
+                    web::resource(path)
+                        .wrap(Webhooks::from_receiver(receiver.clone()))
+                        .route(web::post().to(actix::hook))
+                };
                 App::new()
                     .app_data(web::Data::new(Arc::clone(&shared)))
-                    .service(
-                        web::resource("/github")
-                            .wrap(Webhooks::from_receiver(github.clone()))
-                            .route(web::post().to(actix::hook)),
-                    )
+                    .service(hook_behind("/github", &receivers.github))
+                    .service(hook_behind("/shopify", &receivers.shopify))
+                    .service(hook_behind("/tenants/{tenant}/hook", &receivers.tenant))
                     .service(
                         web::resource("/hook")
                             .wrap(webhooks.clone())

@@ -214,3 +214,90 @@ impl DedupStore for DownStore {
         Err(down())
     }
 }
+
+/// A real store with faults injected around its settle path: a slow
+/// `complete`, the first few `complete`s failing, `extend` always failing.
+pub struct Faulty {
+    store: Arc<dyn DedupStore>,
+    complete_delay: Duration,
+    complete_failures: std::sync::atomic::AtomicU32,
+    extend_fails: bool,
+}
+
+impl Faulty {
+    /// `store` without faults (add them with the methods below).
+    pub fn new(store: Arc<dyn DedupStore>) -> Self {
+        Self {
+            store,
+            complete_delay: Duration::ZERO,
+            complete_failures: std::sync::atomic::AtomicU32::new(0),
+            extend_fails: false,
+        }
+    }
+
+    /// Each `complete` waits `delay` before it reaches the store.
+    #[must_use]
+    pub fn slow_complete(mut self, delay: Duration) -> Self {
+        self.complete_delay = delay;
+        self
+    }
+
+    /// The first `n` `complete`s fail as if the server were down.
+    #[must_use]
+    pub fn failing_completes(self, n: u32) -> Self {
+        self.complete_failures
+            .store(n, std::sync::atomic::Ordering::SeqCst);
+        self
+    }
+
+    /// Every `extend` fails: the holder's lease renewals never reach the
+    /// store (a frozen or partitioned holder).
+    #[must_use]
+    pub fn failing_extends(mut self) -> Self {
+        self.extend_fails = true;
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl DedupStore for Faulty {
+    async fn claim(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        self.store.claim(key, token, lease).await
+    }
+    async fn complete(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> Result<Transition, StoreError> {
+        tokio::time::sleep(self.complete_delay).await;
+        let failing = self.complete_failures.fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |n| n.checked_sub(1),
+        );
+        if failing.is_ok() {
+            return Err(down());
+        }
+        self.store.complete(key, token, retention).await
+    }
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
+        self.store.release(key, token).await
+    }
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, StoreError> {
+        if self.extend_fails {
+            return Err(down());
+        }
+        self.store.extend(key, token, lease).await
+    }
+}

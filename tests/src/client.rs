@@ -151,6 +151,59 @@ pub async fn send_and_drop(addr: SocketAddr, request: &Request, after: Duration)
     }
 }
 
+/// Sends `request`'s head at once, then its body `chunk` bytes at a time,
+/// one chunk every `every` (a trickled upload), reading the answer meanwhile.
+///
+/// # Errors
+///
+/// As [`send`].
+pub async fn send_trickled(
+    addr: SocketAddr,
+    request: &Request,
+    chunk: usize,
+    every: Duration,
+) -> Result<Response, String> {
+    let wire = request.encode(addr);
+    let head_len = wire
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(wire.len(), |i| i + 4);
+    let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let (mut reader, mut writer) = stream.into_split();
+    let (head, body) = wire.split_at(head_len);
+    let (head, body) = (head.to_vec(), body.to_vec());
+    let trickle = tokio::spawn(async move {
+        let _ = writer.write_all(&head).await;
+        for piece in body.chunks(chunk.max(1)) {
+            tokio::time::sleep(every).await;
+            if writer.write_all(piece).await.is_err() {
+                return;
+            }
+        }
+        // Keep the connection open until the answer has been read.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    });
+    let read = async {
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match reader.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => raw.extend_from_slice(&buf[..n]),
+                Err(e) if raw.is_empty() => return Err(e.to_string()),
+                Err(_) => break,
+            }
+            if let Some(response) = parse(&raw, false)? {
+                return Ok(response);
+            }
+        }
+        parse(&raw, true)?.ok_or_else(|| format!("incomplete response ({} bytes)", raw.len()))
+    };
+    let result = tokio::time::timeout(Duration::from_secs(30), read).await;
+    trickle.abort();
+    result.map_err(|_| "timed out".to_owned())?
+}
+
 async fn exchange(addr: SocketAddr, request: &Request) -> Result<Response, String> {
     let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     // The server may answer (413) before it has read everything: ignore a

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use webhooks_core::ConfigError;
 use webhooks_core::scheme::StandardWebhooks;
 use webhooks_core::scheme::standard::Signer;
+use webhooks_core::scheme::tenant::{KeyLookup, LookupError, Secret, TenantVerifier};
 
 /// The current secret.
 pub const NEW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -19,6 +20,42 @@ pub const UNTRUSTED_KEY: &str = "whsk_ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIC
 
 /// The GitHub route's secret (GitHub's documentation example).
 pub const GITHUB_SECRET: &str = "It's a Secret to Everybody";
+/// The Shopify route's client secret.
+pub const SHOPIFY_SECRET: &str = "shopify-client-secret";
+/// Tenant `acme`'s secret on the per-tenant route.
+pub const TENANT_A_SECRET: &str = "whsec_dGVuYW50LWEtc2VjcmV0LWZvci10aGUtdGVzdHM=";
+/// Tenant `globex`'s secret on the per-tenant route.
+pub const TENANT_B_SECRET: &str = "whsec_dGVuYW50LWItc2VjcmV0LWZvci10aGUtdGVzdHM=";
+
+/// The per-tenant route's secrets: `acme` and `globex`, each its own.
+struct Tenants;
+
+#[async_trait::async_trait]
+impl KeyLookup for Tenants {
+    async fn secrets(&self, tenant: &str) -> Result<Option<Vec<Secret>>, LookupError> {
+        Ok(match tenant {
+            "acme" => Some(vec![TENANT_A_SECRET.into()]),
+            "globex" => Some(vec![TENANT_B_SECRET.into()]),
+            _ => None,
+        })
+    }
+}
+
+/// The per-tenant route's verifier: Standard Webhooks with the secret of the
+/// tenant named by path segment 1 (`/tenants/{tenant}/hook`).
+///
+/// # Errors
+///
+/// Never with these constants.
+pub fn tenants() -> Result<TenantVerifier, ConfigError> {
+    TenantVerifier::builder(Tenants, |secrets: &[Secret]| {
+        (secrets.iter())
+            .fold(StandardWebhooks::builder(), |b, s| b.secret(s))
+            .build()
+    })
+    .tenant_from_path_segment(1)
+    .build()
+}
 
 /// The apps' verifier: both secrets and the trusted public key.
 ///

@@ -9,3 +9,4 @@ pub mod behaviour;
 pub mod client;
 pub mod keys;
 pub mod scenarios;
+pub mod signals;

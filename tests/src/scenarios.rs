@@ -10,7 +10,7 @@ use std::time::Duration;
 use webhooks_core::scheme::standard::Signer;
 
 use crate::apps::{Framework, RunningApp, Spec};
-use crate::backends::Backend;
+use crate::backends::{Backend, Faulty};
 use crate::behaviour::MODE_HEADER;
 use crate::client::{self, Framing, Request, Response};
 use crate::keys;
@@ -68,6 +68,8 @@ impl Env {
             lease: Duration::from_secs(30),
             body_limit: LIMIT,
             store: Arc::clone(&self.store),
+            body_timeout: Duration::from_secs(30),
+            custom_rejections: false,
             namespace: format!(
                 "conf-{}-{}-{}-{}-{run}",
                 std::process::id(),
@@ -455,6 +457,9 @@ async fn concurrency_storm_runs_once(env: Env) -> Outcome {
 async fn lease_expiry_takeover(env: Env) -> Outcome {
     let mut spec = env.spec();
     spec.lease = Duration::from_secs(1);
+    // The first holder's lease renewals never reach the store (a frozen or
+    // partitioned holder), so its lease runs out while it works.
+    spec.store = Arc::new(Faulty::new(spec.store).failing_extends());
     let app = env.framework.start(&spec).await?;
     let addr = app.addr;
     let slow = delivery("/hook", "msg_lease", BODY)?.header(MODE_HEADER, "sleep:3000");
@@ -547,6 +552,393 @@ async fn github_scheme_through_the_same_pipeline(env: Env) -> Outcome {
     Ok(())
 }
 
+/// Issue 10, item 1: with per-tenant secrets, tenant B's delivery must not
+/// suppress tenant A's delivery of the same id.
+async fn tenants_do_not_share_delivery_ids(env: Env) -> Outcome {
+    let app = env.app().await?;
+    let tenant = |secret: &str| keys::hmac(secret).map_err(|e| e.to_string());
+    let (a, b) = (
+        tenant(keys::TENANT_A_SECRET)?,
+        tenant(keys::TENANT_B_SECRET)?,
+    );
+    let id = "msg_tenant_42";
+    let from_b = signed_with(&b, "/tenants/globex/hook", id, keys::now(), BODY)?;
+    expect(&send(&app, &from_b).await?, 204, "tenant B's delivery")?;
+    let from_a = signed_with(&a, "/tenants/acme/hook", id, keys::now(), BODY)?;
+    let r = send(&app, &from_a).await?;
+    expect(&r, 204, "tenant A's delivery of the same id runs")?;
+    ensure!(
+        r.header("webhook-duplicate").is_none(),
+        "A is not a duplicate"
+    );
+    // Each tenant's own retry is still a duplicate.
+    expect(&send(&app, &from_a).await?, 200, "tenant A's retry")?;
+    expect(&send(&app, &from_b).await?, 200, "tenant B's retry")?;
+    // B's secret on A's path is a forgery.
+    let forged = signed_with(&b, "/tenants/acme/hook", "msg_tenant_43", keys::now(), BODY)?;
+    expect(&send(&app, &forged).await?, 401, "B's secret on A's route")?;
+    ensure!(
+        app.behaviour.calls(id) == 2,
+        "each tenant's delivery ran once: {}",
+        app.behaviour.calls(id)
+    );
+    Ok(())
+}
+
+/// A captured delivery of a scheme whose id header is not signed, replayed
+/// with a fresh id or none (issue 10, item 2).
+async fn unsigned_id_replay(
+    env: &Env,
+    path: &str,
+    id_header: &str,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Outcome {
+    let app = env.app().await?;
+    let genuine = Request::post(path, body.to_vec()).headers(headers);
+    let id = genuine
+        .headers
+        .iter()
+        .find(|(n, _)| n == id_header)
+        .map(|(_, v)| v.clone())
+        .ok_or("the genuine delivery has an id")?;
+    expect(&send(&app, &genuine).await?, 204, "genuine delivery")?;
+    let mut fresh = genuine.clone();
+    fresh.headers.retain(|(n, _)| n != id_header);
+    let none = fresh.clone();
+    fresh = fresh.header(id_header, "replayed-with-a-fresh-id");
+    let r = send(&app, &fresh).await?;
+    expect(&r, 200, "replay with a fresh id")?;
+    ensure!(
+        r.header("webhook-duplicate") == Some("true"),
+        "replay is a duplicate: {:?}",
+        r.headers
+    );
+    let r = send(&app, &none).await?;
+    expect(&r, 400, "replay without an id")?;
+    ensure!(
+        r.text().contains(id_header),
+        "400 names {id_header}: {:?}",
+        r.text()
+    );
+    ensure!(app.behaviour.calls(&id) == 1, "genuine ran once");
+    ensure!(
+        app.behaviour.total() == 1,
+        "only the genuine delivery ran, {} runs",
+        app.behaviour.total()
+    );
+    Ok(())
+}
+
+async fn github_replay_with_a_fresh_id_does_not_run(env: Env) -> Outcome {
+    let github =
+        webhooks_core::scheme::GitHub::new(keys::GITHUB_SECRET).map_err(|e| e.to_string())?;
+    let body = br#"{"action":"opened","number":7}"#;
+    let headers = github
+        .sign_headers("0f6c9a10-cc78-11e3-81ab-4c9367dc0958", "pull_request", body)
+        .map_err(|e| e.to_string())?;
+    unsigned_id_replay(&env, "/github", "x-github-delivery", &headers, body).await
+}
+
+async fn shopify_replay_with_a_fresh_id_does_not_run(env: Env) -> Outcome {
+    let shopify =
+        webhooks_core::scheme::Shopify::new(keys::SHOPIFY_SECRET).map_err(|e| e.to_string())?;
+    let body = br#"{"id":820982911946154508,"total_price":"10.00"}"#;
+    let headers = shopify
+        .sign_headers(
+            "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
+            "orders/create",
+            body,
+        )
+        .map_err(|e| e.to_string())?;
+    unsigned_id_replay(&env, "/shopify", "x-shopify-webhook-id", &headers, body).await
+}
+
+async fn slow_handler_keeps_its_lease(env: Env) -> Outcome {
+    let mut spec = env.spec();
+    spec.lease = Duration::from_secs(1);
+    let app = env.framework.start(&spec).await?;
+    let addr = app.addr;
+    let slow = delivery("/hook", "msg_renewed", BODY)?.header(MODE_HEADER, "sleep:2500");
+    let first = tokio::spawn(async move { client::send(addr, &slow).await });
+    handler_started(&app, "msg_renewed", 1).await?;
+    // Well past the 1 s lease: the holder renewed it, so a retry is refused.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let retry = send(&app, &delivery("/hook", "msg_renewed", BODY)?).await?;
+    expect(&retry, 409, "retry while the slow holder renews its lease")?;
+    expect(
+        &first.await.map_err(|e| e.to_string())??,
+        204,
+        "slow handler",
+    )?;
+    let after = send(&app, &delivery("/hook", "msg_renewed", BODY)?).await?;
+    expect(&after, 200, "its completion held: a duplicate")?;
+    ensure!(
+        app.behaviour.calls("msg_renewed") == 1,
+        "runs: {}",
+        app.behaviour.calls("msg_renewed")
+    );
+    Ok(())
+}
+
+async fn client_gone_during_complete_still_completes(env: Env) -> Outcome {
+    let mut spec = env.spec();
+    let slow = Duration::from_millis(600);
+    spec.store = Arc::new(Faulty::new(spec.store).slow_complete(slow));
+    let app = env.framework.start(&spec).await?;
+    let request = delivery("/hook", "msg_gone", BODY)?;
+    // The handler answers at once; the client leaves 300 ms later, while the
+    // 600 ms complete is still under way.
+    client::send_and_drop(app.addr, &request, Duration::from_millis(300)).await;
+    ensure!(app.behaviour.calls("msg_gone") == 1, "handler ran");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let retry = send(&app, &request).await?;
+    expect(&retry, 200, "retry after the client left: completed")?;
+    ensure!(
+        retry.header("webhook-duplicate") == Some("true"),
+        "duplicate marker"
+    );
+    ensure!(app.behaviour.calls("msg_gone") == 1, "handler ran once");
+    Ok(())
+}
+
+async fn failed_complete_is_retried(env: Env) -> Outcome {
+    let mut spec = env.spec();
+    spec.store = Arc::new(Faulty::new(spec.store).failing_completes(2));
+    let app = env.framework.start(&spec).await?;
+    let request = delivery("/hook", "msg_recomplete", BODY)?;
+    expect(&send(&app, &request).await?, 204, "handler succeeded")?;
+    // Two failed completes, retried after 100 ms and 200 ms.
+    let mut last = None;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let r = send(&app, &request).await?;
+        if r.status == 200 {
+            last = Some(r);
+            break;
+        }
+        ensure!(r.status == 409, "while completing: 409, got {}", r.status);
+    }
+    let Some(r) = last else {
+        return Err("the completion was never retried".into());
+    };
+    ensure!(
+        r.header("webhook-duplicate") == Some("true"),
+        "duplicate marker"
+    );
+    ensure!(
+        app.behaviour.calls("msg_recomplete") == 1,
+        "runs: {}",
+        app.behaviour.calls("msg_recomplete")
+    );
+    Ok(())
+}
+
+async fn on_reject_shapes_only_the_body(env: Env) -> Outcome {
+    let mut spec = env.spec();
+    spec.custom_rejections = true;
+    let app = env.framework.start(&spec).await?;
+    let r = send(&app, &Request::post("/hook", BODY.to_vec())).await?;
+    expect(&r, 400, "missing signature through the hook")?;
+    ensure!(
+        r.text() == r#"{"error":"missing_header"}"#,
+        "the hook's body: {:?}",
+        r.text()
+    );
+    ensure!(
+        r.header("retry-after").is_none() && r.header("webhook-duplicate").is_none(),
+        "no protocol headers of the hook's: {:?}",
+        r.headers
+    );
+    let request = delivery("/hook", "msg_hooked", BODY)?;
+    expect(&send(&app, &request).await?, 204, "first")?;
+    let dup = send(&app, &request).await?;
+    expect(&dup, 200, "duplicate through the hook")?;
+    ensure!(
+        dup.header("webhook-duplicate") == Some("true"),
+        "the library's duplicate marker: {:?}",
+        dup.headers
+    );
+    let slow = delivery("/hook", "msg_hooked_busy", BODY)?.header(MODE_HEADER, "sleep:1000");
+    let addr = app.addr;
+    let first = tokio::spawn(async move { client::send(addr, &slow).await });
+    handler_started(&app, "msg_hooked_busy", 1).await?;
+    let busy = send(&app, &delivery("/hook", "msg_hooked_busy", BODY)?).await?;
+    expect(&busy, 409, "in flight through the hook")?;
+    let after: u64 = busy
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .ok_or("Retry-After missing")?;
+    ensure!(
+        (1..=5).contains(&after),
+        "the library's Retry-After: {after}"
+    );
+    expect(
+        &first.await.map_err(|e| e.to_string())??,
+        204,
+        "busy holder",
+    )?;
+    let misfit = br#"{"type":"email.sent","data":{"count":"many"}}"#;
+    let r = send(&app, &delivery("/typed", "msg_hooked_misfit", misfit)?).await?;
+    expect(&r, 422, "the extractor's 422 through the hook")?;
+    ensure!(
+        r.text() == r#"{"error":"invalid_json"}"#,
+        "the hook's body: {:?}",
+        r.text()
+    );
+    Ok(())
+}
+
+async fn large_body_reaches_byte_extractors(env: Env) -> Outcome {
+    let mut spec = env.spec();
+    spec.body_limit = 512 * 1024;
+    let app = env.framework.start(&spec).await?;
+    // Above actix's 256 KiB default for `web::Bytes`, within the receiver's limit.
+    let body = vec![b'a'; 300 * 1024];
+    let r = send(&app, &delivery("/hook", "msg_large", &body)?).await?;
+    expect(&r, 204, "300 KiB body read again by the handler")?;
+    ensure!(app.behaviour.calls("msg_large") == 1, "handler ran once");
+    Ok(())
+}
+
+async fn stalled_body_is_408(env: Env) -> Outcome {
+    let mut spec = env.spec();
+    spec.body_timeout = Duration::from_secs(1);
+    let app = env.framework.start(&spec).await?;
+    // Announces 100 bytes, sends 10, then waits.
+    let short = delivery("/hook", "msg_short", b"0123456789")?.header("content-length", "100");
+    let r = send(&app, &short).await?;
+    expect(&r, 408, "Content-Length larger than what is sent")?;
+    // 40 bytes, one every 100 ms: 4 s for the whole body.
+    let body = br#"{"type":"email.sent","data":{"count":42}}"#;
+    let trickled = delivery("/hook", "msg_trickle", body)?;
+    let r = client::send_trickled(app.addr, &trickled, 1, Duration::from_millis(100)).await?;
+    expect(&r, 408, "trickled body")?;
+    ensure!(app.behaviour.total() == 0, "handler not run");
+    // The same delivery sent at once is processed: nothing was claimed.
+    expect(&send(&app, &trickled).await?, 204, "then sent at once")?;
+    Ok(())
+}
+
+async fn metrics_count_each_outcome(env: Env) -> Outcome {
+    let spec = env.spec();
+    let route = spec.namespace.clone();
+    let app = env.framework.start(&spec).await?;
+    expect(
+        &send(&app, &delivery("/hook", "msg_m1", BODY)?).await?,
+        204,
+        "first",
+    )?;
+    expect(
+        &send(&app, &delivery("/hook", "msg_m1", BODY)?).await?,
+        200,
+        "duplicate",
+    )?;
+    let old = keys::hmac(keys::OLD_SECRET).map_err(|e| e.to_string())?;
+    let rotated =
+        signed_with(&old, "/hook", "msg_m2", keys::now(), BODY)?.header(MODE_HEADER, "fail");
+    expect(
+        &send(&app, &rotated).await?,
+        500,
+        "handler failure, rotated secret",
+    )?;
+    let panics = delivery("/hook", "msg_m3", BODY)?.header(MODE_HEADER, "panic-once");
+    expect(&send(&app, &panics).await?, 500, "handler panic")?;
+    let foreign = keys::hmac(keys::FOREIGN_SECRET).map_err(|e| e.to_string())?;
+    let forged = signed_with(&foreign, "/hook", "msg_m4", keys::now(), BODY)?;
+    expect(&send(&app, &forged).await?, 401, "forgery")?;
+    let stale = signed_with(&signer()?, "/hook", "msg_m5", keys::now() - 301, BODY)?;
+    expect(&send(&app, &stale).await?, 401, "stale")?;
+    expect(
+        &send(&app, &Request::post("/hook", BODY.to_vec())).await?,
+        400,
+        "unsigned",
+    )?;
+    let big = delivery("/hook", "msg_m6", b"")?.header("content-length", (LIMIT + 1).to_string());
+    expect(&send(&app, &big).await?, 413, "too large")?;
+    let s = "standard-webhooks";
+    let want: std::collections::BTreeMap<String, u64> = [
+        (format!("webhooks_body_size_bytes{{scheme={s}}}"), 7),
+        (format!("webhooks_claim_duration_seconds{{scheme={s}}}"), 4),
+        (
+            format!("webhooks_duplicates_total{{scheme={s},state=completed}}"),
+            1,
+        ),
+        (
+            format!("webhooks_handler_duration_seconds{{scheme={s}}}"),
+            3,
+        ),
+        (format!("webhooks_handler_total{{scheme={s},class=2xx}}"), 1),
+        (format!("webhooks_handler_total{{scheme={s},class=5xx}}"), 1),
+        (
+            format!("webhooks_handler_total{{scheme={s},class=panic}}"),
+            1,
+        ),
+        (format!("webhooks_received_total{{scheme={s}}}"), 8),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=missing_header}}"),
+            1,
+        ),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=no_matching_signature}}"),
+            1,
+        ),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=payload_too_large}}"),
+            1,
+        ),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=timestamp_too_old}}"),
+            1,
+        ),
+        (
+            format!("webhooks_verified_total{{scheme={s},key=primary}}"),
+            3,
+        ),
+        (
+            format!("webhooks_verified_total{{scheme={s},key=rotated}}"),
+            1,
+        ),
+        (format!("webhooks_verify_duration_seconds{{scheme={s}}}"), 7),
+    ]
+    .into_iter()
+    .collect();
+    let got = crate::signals::series(&route);
+    ensure!(
+        got == want,
+        "metrics of {route}:\n got {got:#?}\nwant {want:#?}"
+    );
+    Ok(())
+}
+
+async fn metrics_count_store_failures(env: Env) -> Outcome {
+    let mut spec = env.spec();
+    spec.store = env.backend.unreachable().await?;
+    let route = spec.namespace.clone();
+    let app = env.framework.start(&spec).await?;
+    expect(
+        &send(&app, &delivery("/hook", "msg_down", BODY)?).await?,
+        503,
+        "store down",
+    )?;
+    let got = crate::signals::series(&route);
+    let s = "standard-webhooks";
+    for (name, n) in [
+        (
+            format!("webhooks_store_errors_total{{scheme={s},operation=claim}}"),
+            1,
+        ),
+        (
+            format!("webhooks_rejected_total{{scheme={s},reason=store_unavailable}}"),
+            1,
+        ),
+    ] {
+        ensure!(got.get(&name) == Some(&n), "{name} = {n}, got {got:#?}");
+    }
+    ensure!(app.behaviour.total() == 0, "handler not run");
+    Ok(())
+}
+
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
         /// Every scenario, by name.
@@ -577,4 +969,15 @@ scenarios![
     lease_expiry_takeover,
     store_unreachable_is_503,
     github_scheme_through_the_same_pipeline,
+    tenants_do_not_share_delivery_ids,
+    github_replay_with_a_fresh_id_does_not_run,
+    shopify_replay_with_a_fresh_id_does_not_run,
+    slow_handler_keeps_its_lease,
+    client_gone_during_complete_still_completes,
+    failed_complete_is_retried,
+    on_reject_shapes_only_the_body,
+    large_body_reaches_byte_extractors,
+    stalled_body_is_408,
+    metrics_count_each_outcome,
+    metrics_count_store_failures,
 ];

@@ -34,6 +34,7 @@ fn run(
 
 fn main() {
     let args = Arguments::from_args();
+    webhooks_conformance::signals::install();
     let mut trials = Vec::new();
     for &framework in Framework::ALL {
         for backend in Backend::all() {

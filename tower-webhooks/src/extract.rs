@@ -5,7 +5,7 @@ use axum_core::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::request::Parts;
 use serde::de::DeserializeOwned;
-use webhooks_core::{Delivery, ExtractError, Verified};
+use webhooks_core::{Delivery, ExtractError, Receiver, Rejection, Verified};
 
 /// A verified webhook whose body is JSON of type `T`.
 ///
@@ -45,12 +45,54 @@ pub struct WebhookMeta(pub Verified);
 
 /// Why an extractor of this crate failed: `500` when the layer is missing,
 /// `422` when the JSON does not fit.
+///
+/// Its response is [`Rejection::Extract`] rendered by the layer's
+/// [`Receiver`] (so an `on_reject` hook shapes it like every other
+/// rejection); without the layer, [`ExtractError::to_response`].
 #[derive(Debug, Clone)]
-pub struct ExtractRejection(pub ExtractError);
+pub struct ExtractRejection {
+    error: ExtractError,
+    receiver: Option<Receiver>,
+}
+
+impl ExtractRejection {
+    fn new(error: ExtractError, parts: &Parts) -> Self {
+        Self {
+            error,
+            receiver: parts.extensions.get::<Receiver>().cloned(),
+        }
+    }
+
+    /// What failed.
+    #[must_use]
+    pub fn error(&self) -> &ExtractError {
+        &self.error
+    }
+
+    /// What failed.
+    #[must_use]
+    pub fn into_error(self) -> ExtractError {
+        self.error
+    }
+}
+
+impl From<ExtractError> for ExtractRejection {
+    fn from(error: ExtractError) -> Self {
+        Self {
+            error,
+            receiver: None,
+        }
+    }
+}
 
 impl IntoResponse for ExtractRejection {
     fn into_response(self) -> Response {
-        self.0.to_response().map(axum_core::body::Body::from)
+        let rejection = Rejection::Extract(self.error);
+        let response = match &self.receiver {
+            Some(receiver) => receiver.rejection_response(&rejection),
+            None => rejection.to_response(),
+        };
+        response.map(axum_core::body::Body::from)
     }
 }
 
@@ -58,7 +100,7 @@ fn delivery(parts: &Parts) -> Result<&Delivery, ExtractRejection> {
     parts
         .extensions
         .get::<Delivery>()
-        .ok_or(ExtractRejection(ExtractError::MissingLayer))
+        .ok_or_else(|| ExtractRejection::new(ExtractError::MissingLayer, parts))
 }
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for VerifiedWebhook<T> {
@@ -68,7 +110,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for VerifiedWebhoo
         delivery(parts)?
             .json()
             .map(VerifiedWebhook)
-            .map_err(ExtractRejection)
+            .map_err(|error| ExtractRejection::new(error, parts))
     }
 }
 

@@ -129,26 +129,21 @@ where
         let receiver = self.receiver.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let reject = |r: Rejection| Ok(rejection_response(&receiver, r));
-            if let Err(r) = receiver.check_head(&parts.headers) {
-                return reject(r);
-            }
-            let bytes = match read_limited(body, receiver.body_limit()).await {
-                Ok(bytes) => bytes,
-                Err(r) => return reject(r),
-            };
+            let read = read_limited(body, receiver.body_limit());
             let handler = |mut parts: http::request::Parts, delivery: webhooks_core::Delivery| {
                 let body = Body::from(delivery.body.clone());
                 parts.extensions.insert(delivery);
+                // The extractors render their rejections with the receiver's hook.
+                parts.extensions.insert(receiver.clone());
                 inner.call(Request::from_parts(parts, body))
             };
             let status = |result: &Result<Response<ResBody>, S::Error>| match result {
                 Ok(response) => response.status().as_u16(),
                 Err(_) => 500,
             };
-            match receiver.process(parts, bytes, handler, status).await {
+            match receiver.receive(parts, read, handler, status).await {
                 Ok(result) => result.map(|response| response.map(Body::new)),
-                Err(r) => reject(r),
+                Err(r) => Ok(rejection_response(&receiver, r)),
             }
         })
     }

@@ -11,6 +11,7 @@
 //! | `slack` | `Slack::verify` | HMAC-SHA256 of `v0:{ts}:{body}` |
 //! | `shopify` | `Shopify::verify` | HMAC-SHA256 of the body |
 //! | `generic_hmac` | `GenericHmac` configured like GitHub (`x-hub-signature-256`, `sha256=` hex, delivery and event headers) | HMAC-SHA256 of the body |
+//! | `v1a_flood_1mib` | the worst unsigned request: a 1 MiB body, 32 well-formed `v1a,` entries none of which match, 2 trusted public keys; `v1_flood` is the same with 32 `v1,` entries and 2 secrets | one `verify_strict` over the 1 MiB content |
 //!
 //! The raw HMAC (hmac 0.13 + sha2 0.11) is pre-keyed, as the library's
 //! verifiers are: the keyed state is built once, and each iteration clones
@@ -264,6 +265,101 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let raw = || raw_hmac(&secret_key, &[&body], &tag);
     group(c, "shopify", &raw, &ours, &headers, &body, &[]);
+
+    v1a_flood(c);
+}
+
+/// The worst request an attacker without a key can send a v1a receiver: the
+/// largest body (1 MiB, the default limit) with 32 structurally valid `v1a`
+/// signatures (real signatures, by a key nobody trusts, of other content),
+/// verified against 2 trusted public keys. Rejected, so the time is what one
+/// forged request costs. Next to it: the same flood of `v1` entries against
+/// 2 HMAC secrets, and one honest ed25519 check of the same content.
+fn v1a_flood(c: &mut Criterion) {
+    const MIB: usize = 1024 * 1024;
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(TS);
+    let body = vec![b'x'; MIB];
+    let ts_text = TS.to_string();
+    let trusted = [
+        Signer::ed25519(ED25519_SECRET).expect("ed25519 signer"),
+        Signer::ed25519("whsk_CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=")
+            .expect("ed25519 signer"),
+    ];
+    let attacker = Signer::ed25519("whsk_CQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQk=")
+        .expect("ed25519 signer");
+    let ours = trusted
+        .iter()
+        .fold(StandardWebhooks::builder(), |b, s| {
+            b.public_key(s.public_key().expect("a public key"))
+        })
+        .build()
+        .expect("v1a verifier");
+    let flood = (0..32)
+        .map(|i| attacker.sign(&format!("other_{i}"), TS, b"{}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut headers = trusted[0].headers(ID, TS, &body).expect("v1a headers");
+    headers.insert("webhook-signature", flood.parse().unwrap());
+
+    let hmac = StandardWebhooks::builder()
+        .secret(STANDARD_SECRET)
+        .secret("whsec_dGhlIG9sZCBzZWNyZXQ=")
+        .build()
+        .expect("v1 verifier");
+    let v1_flood = (0..32)
+        .map(|i| format!("v1,{}", B64.encode([i as u8; 32])))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut v1_headers = headers.clone();
+    v1_headers.insert("webhook-signature", v1_flood.parse().unwrap());
+
+    let content = [ID.as_bytes(), b".", ts_text.as_bytes(), b".", &body].concat();
+    let honest = trusted[0].sign(ID, TS, &body);
+    let sig: [u8; 64] = B64
+        .decode(honest.trim_start_matches("v1a,"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let sig = ed25519_dalek::Signature::from_bytes(&sig);
+    let pk: [u8; 32] = B64
+        .decode(trusted[0].public_key().unwrap().trim_start_matches("whpk_"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let pk = ed25519_dalek::VerifyingKey::from_bytes(&pk).unwrap();
+    assert!(pk.verify_strict(&content, &sig).is_ok());
+    assert!(
+        ours.verify(&headers, &body, now).is_err(),
+        "the flood is refused"
+    );
+    assert!(
+        hmac.verify(&v1_headers, &body, now).is_err(),
+        "the v1 flood is refused"
+    );
+
+    let mut group = c.benchmark_group("v1a_flood_1mib");
+    group.throughput(Throughput::Bytes(MIB as u64));
+    group.sample_size(10);
+    group.bench_function("raw_one_check", |b| {
+        b.iter(|| {
+            black_box(&pk)
+                .verify_strict(black_box(&content), &sig)
+                .is_ok()
+        })
+    });
+    group.bench_function("webhooks_core", |b| {
+        b.iter(|| {
+            ours.verify(black_box(&headers), black_box(&body), now)
+                .is_err()
+        })
+    });
+    group.bench_function("v1_flood", |b| {
+        b.iter(|| {
+            hmac.verify(black_box(&v1_headers), black_box(&body), now)
+                .is_err()
+        })
+    });
+    group.finish();
 }
 
 criterion_group!(benches, bench);

@@ -17,6 +17,15 @@
 //! A process that crashes while holding a claim simply stops renewing it: the
 //! lease expires and the sender's next retry takes over.
 //!
+//! **A lease that ran out is not lost until someone takes over.** The lease
+//! only says when another attempt *may* take the claim. Until one does, the
+//! token still holds it: `complete` (a slow handler, or a complete retried
+//! after a store outage), `release` and [`extend`](DedupStore::extend) still
+//! apply, and `extend` then re-acquires the claim for a new lease. The shared
+//! backends keep an expired claim's token for [`EXPIRED_CLAIM_GRACE`] past its
+//! lease (the SQL purge spares it, Redis keeps the key), so that a late
+//! `complete` finds it.
+//!
 //! | backend | feature | scope |
 //! |---|---|---|
 //! | [`MemoryStore`] (sharded hash map) | `memory` (default) | one process |
@@ -73,6 +82,13 @@ pub use sql::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "sqlite")]
 pub use sql::{SqliteStore, SqliteStoreBuilder};
 pub use url::{OpenError, store_from_url};
+
+/// How long the shared backends keep a claim whose lease ran out (and that
+/// nobody took over) for its holder's late `complete`: one hour.
+///
+/// After that the SQL purge may delete the row and Redis lets the key expire;
+/// a `complete` then finds nothing and is [`Transition::Stale`].
+pub const EXPIRED_CLAIM_GRACE: Duration = Duration::from_secs(3_600);
 
 /// A random value that identifies one attempt's claim on a delivery.
 ///
@@ -209,8 +225,9 @@ pub enum Transition {
 
 /// Why a store operation failed.
 ///
-/// The pipeline answers `503` with `Retry-After` for every variant: the
-/// delivery was not processed and the sender should retry.
+/// At claim time the pipeline answers `503` with `Retry-After` (the delivery
+/// was not processed and the sender should retry), except for
+/// [`Permanent`](Self::Permanent), answered `400`: retrying cannot help.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -223,12 +240,28 @@ pub enum StoreError {
     /// The store answered something this backend does not understand.
     #[error("dedup store returned an unexpected answer: {0}")]
     Protocol(String),
+    /// The store refused this key or value for good (a byte sequence it
+    /// cannot store, a value out of range): retrying the same delivery fails
+    /// the same way.
+    #[error("dedup store refused the key")]
+    Permanent(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl StoreError {
     /// Wraps a driver error as [`StoreError::Unavailable`], keeping it as the source.
     pub fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Unavailable(Box::new(error))
+    }
+
+    /// Wraps a driver error as [`StoreError::Permanent`], keeping it as the source.
+    pub fn permanent(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Permanent(Box::new(error))
+    }
+
+    /// Whether retrying the same operation cannot succeed.
+    #[must_use]
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::Permanent(_))
     }
 }
 
@@ -259,7 +292,9 @@ pub trait DedupStore: Send + Sync + 'static {
     ) -> Result<Claim, StoreError>;
 
     /// Marks the claimed key as processed, remembered for `retention`, if
-    /// `token` still holds the claim.
+    /// `token` still holds the claim: the key is in flight with this token,
+    /// even when its lease has run out (nobody took over). Stale when another
+    /// token took over, the key completed, or it is gone.
     ///
     /// # Errors
     ///
@@ -271,7 +306,8 @@ pub trait DedupStore: Send + Sync + 'static {
         retention: Duration,
     ) -> Result<Transition, StoreError>;
 
-    /// Forgets the claim so that a retry may run, if `token` still holds it.
+    /// Forgets the claim so that a retry may run, if `token` still holds it
+    /// (its lease may have run out).
     ///
     /// # Errors
     ///
@@ -279,6 +315,11 @@ pub trait DedupStore: Send + Sync + 'static {
     async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError>;
 
     /// Extends the lease to `lease` from now, if `token` still holds the claim.
+    ///
+    /// A lease that ran out without a takeover still belongs to `token`:
+    /// extending it re-acquires the claim (nobody else can have run in the
+    /// meantime, since a takeover replaces the token). Stale when another
+    /// token took over, the key completed, or it is gone.
     ///
     /// # Errors
     ///

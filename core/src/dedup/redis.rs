@@ -12,22 +12,50 @@ use super::url::OpenError;
 use super::{Claim, ClaimToken, DedupStore, StoreError, Transition};
 use crate::ConfigError;
 
-/// `SET NX PX`; on failure, the state and the lease left, in one step. A
-/// completed key holds `done` (an in-flight key holds its token's hex).
-/// Returns `{1, 0}` claimed, `{2, 0}` completed, `{3, pttl}` in flight.
-const CLAIM: &str = r"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, 0}
+/// The server's clock in epoch milliseconds (`TIME`), and whether the value
+/// `v` of a key is held by token `t`: an in-flight value is `{token}/{lease
+/// deadline in epoch ms}` (or, written by an older version, the bare token),
+/// a completed one `done`. Shared by every script.
+const PRELUDE: &str = r"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-if redis.call('GET', KEYS[1]) == 'done' then
-  return {2, 0}
+local function held_by(v, t)
+  return v and (v == t or string.sub(v, 1, #t + 1) == t .. '/')
 end
-return {3, redis.call('PTTL', KEYS[1])}
+local function in_flight(t, deadline)
+  return t .. '/' .. string.format('%.0f', deadline)
+end
 ";
 
-/// Marks the key completed for `ARGV[2]` ms if `ARGV[1]` holds it.
+/// Claims `KEYS[1]` for token `ARGV[1]`, lease `ARGV[2]` ms, keeping the key
+/// `ARGV[3]` ms past the lease. Returns `{1, 0}` claimed, `{2, 0}`
+/// completed, `{3, ms left}` in flight.
+const CLAIM: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v == 'done' then
+  return {2, 0}
+end
+local now = now_ms()
+if v then
+  local deadline = tonumber(string.match(v, '^%x+/(%d+)$'))
+  if not deadline then
+    return {3, redis.call('PTTL', KEYS[1])}
+  end
+  if deadline > now then
+    return {3, deadline - now}
+  end
+end
+local lease = tonumber(ARGV[2])
+redis.call('SET', KEYS[1], in_flight(ARGV[1], now + lease), 'PX', lease + tonumber(ARGV[3]))
+return {1, 0}
+";
+
+/// Marks the key completed for `ARGV[2]` ms if `ARGV[1]` holds it (its lease
+/// may have run out).
 const COMPLETE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if held_by(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
   return 1
 end
@@ -36,17 +64,19 @@ return 0
 
 /// Deletes the key if `ARGV[1]` holds it.
 const RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if held_by(redis.call('GET', KEYS[1]), ARGV[1]) then
   redis.call('DEL', KEYS[1])
   return 1
 end
 return 0
 ";
 
-/// Sets the key's time to live to `ARGV[2]` ms if `ARGV[1]` holds it.
+/// Gives `ARGV[1]`, if it holds the key (its lease may have run out), a new
+/// lease of `ARGV[2]` ms, keeping the key `ARGV[3]` ms past it.
 const EXTEND: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if held_by(redis.call('GET', KEYS[1]), ARGV[1]) then
+  local lease = tonumber(ARGV[2])
+  redis.call('SET', KEYS[1], in_flight(ARGV[1], now_ms() + lease), 'PX', lease + tonumber(ARGV[3]))
   return 1
 end
 return 0
@@ -55,21 +85,28 @@ return 0
 /// A [`DedupStore`] on Redis (or Valkey), shared by every instance that uses
 /// the same server and key prefix.
 ///
-/// Each delivery is one string key, `prefix + pipeline key`, whose value is the
-/// holder's [`ClaimToken`] in hex while in flight and `done` once completed,
-/// and whose time to live is the lease, then the retention. Every operation
-/// is one Lua script on that one key (atomic, and Redis Cluster safe: no
-/// operation touches two keys, though this store itself talks to one server,
-/// a primary or a cluster-aware proxy):
+/// Each delivery is one string key, `prefix + pipeline key`. While in flight
+/// its value is the holder's [`ClaimToken`] in hex and the lease's deadline
+/// (`{token}/{epoch ms}`, by the server's clock), and the key lives
+/// [`EXPIRED_CLAIM_GRACE`](super::EXPIRED_CLAIM_GRACE) past that deadline;
+/// once completed its value is `done` and it lives for the retention. Every
+/// operation is one Lua script on that one key (atomic, and Redis Cluster
+/// safe: no operation touches two keys, though this store itself talks to
+/// one server, a primary or a cluster-aware proxy):
 ///
-/// - claim: `SET key token NX PX lease`; when the key exists, the same script
-///   reads it and answers completed, or in flight with its `PTTL`;
-/// - complete: if the value is the token, `SET key done PX retention`;
-/// - release: if the value is the token, `DEL key`;
-/// - extend: if the value is the token, `PEXPIRE key lease`.
+/// - claim: reads the key; `done` is completed, a live deadline is in flight
+///   (with the time left); a missing key or a passed deadline is claimed:
+///   `SET key token/deadline PX lease+grace`;
+/// - complete: if the token holds the key (its lease may have run out, as
+///   long as nobody took over), `SET key done PX retention`;
+/// - release: if the token holds the key, `DEL key`;
+/// - extend: if the token holds the key, a new deadline (this re-acquires a
+///   lease that ran out without a takeover).
 ///
-/// Scripts run by `EVALSHA`, loaded on first use. Expiry uses the server's
-/// clock, so the application servers' clocks do not matter.
+/// Scripts run by `EVALSHA`, loaded on first use. Deadlines use the server's
+/// clock (`TIME`, Redis 5 or later), so the application servers' clocks do
+/// not matter. (A key holding a bare token, written by an earlier version of
+/// this store, is in flight until it expires.)
 ///
 /// **Eviction.** The keys must never be evicted: an evicted completed key is
 /// processed again on the sender's next retry, an evicted lease lets a second
@@ -122,11 +159,12 @@ struct Scripts {
 
 impl Scripts {
     fn new() -> Self {
+        let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
         Self {
-            claim: Script::new(CLAIM),
-            complete: Script::new(COMPLETE),
-            release: Script::new(RELEASE),
-            extend: Script::new(EXTEND),
+            claim: script(CLAIM),
+            complete: script(COMPLETE),
+            release: script(RELEASE),
+            extend: script(EXTEND),
         }
     }
 }
@@ -326,12 +364,12 @@ impl RedisStore {
         script: &Script,
         key: &str,
         token: ClaimToken,
-        millis: Option<u64>,
+        millis: &[u64],
     ) -> Result<T, StoreError> {
         let mut invocation = script.prepare_invoke();
         invocation.key(self.key(key)).arg(token.to_hex());
-        if let Some(millis) = millis {
-            invocation.arg(millis);
+        for millis in millis {
+            invocation.arg(*millis);
         }
         let mut connection = self.connection.clone();
         match tokio::time::timeout(
@@ -350,7 +388,7 @@ impl RedisStore {
         script: &Script,
         key: &str,
         token: ClaimToken,
-        millis: Option<u64>,
+        millis: &[u64],
     ) -> Result<Transition, StoreError> {
         Ok(match self.run::<i64>(script, key, token, millis).await? {
             1 => Transition::Applied,
@@ -359,9 +397,20 @@ impl RedisStore {
     }
 }
 
-/// Milliseconds for `PX` / `PEXPIRE`: at least 1 (0 is an error in Redis).
+/// The longest span given to a script: 100 years, so that the deadlines
+/// the scripts compute stay exact in Lua's numbers (doubles).
+const MAX_SPAN_MS: u64 = 100 * 365 * 86_400_000;
+
+/// Milliseconds for `PX`: at least 1 (0 is an error in Redis), at most 100 years.
 fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+    u64::try_from(d.as_millis())
+        .unwrap_or(MAX_SPAN_MS)
+        .clamp(1, MAX_SPAN_MS)
+}
+
+/// How long a claim's key outlives its lease.
+fn grace() -> u64 {
+    millis(super::EXPIRED_CLAIM_GRACE)
 }
 
 /// Maps a redis-rs error into the store's error, keeping it as the source.
@@ -382,14 +431,14 @@ impl DedupStore for RedisStore {
         lease: Duration,
     ) -> Result<Claim, StoreError> {
         let (code, ttl): (i64, i64) = self
-            .run(&self.scripts.claim, key, token, Some(millis(lease)))
+            .run(&self.scripts.claim, key, token, &[millis(lease), grace()])
             .await?;
         Ok(match code {
             1 => Claim::Claimed,
             2 => Claim::Completed,
             3 => Claim::InFlight {
-                // -1 (no expiry: a key not written by this store) or -2
-                // (gone): retry soon.
+                // From a bare-token key's PTTL: -1 (no expiry: a key not
+                // written by this store) or -2 (gone): retry soon.
                 retry_after: Duration::from_millis(u64::try_from(ttl).unwrap_or(1_000)),
             },
             other => {
@@ -406,12 +455,12 @@ impl DedupStore for RedisStore {
         token: ClaimToken,
         retention: Duration,
     ) -> Result<Transition, StoreError> {
-        self.token_script(&self.scripts.complete, key, token, Some(millis(retention)))
+        self.token_script(&self.scripts.complete, key, token, &[millis(retention)])
             .await
     }
 
     async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
-        self.token_script(&self.scripts.release, key, token, None)
+        self.token_script(&self.scripts.release, key, token, &[])
             .await
     }
 
@@ -421,7 +470,7 @@ impl DedupStore for RedisStore {
         token: ClaimToken,
         lease: Duration,
     ) -> Result<Transition, StoreError> {
-        self.token_script(&self.scripts.extend, key, token, Some(millis(lease)))
+        self.token_script(&self.scripts.extend, key, token, &[millis(lease), grace()])
             .await
     }
 }

@@ -24,15 +24,23 @@ pub enum OpenError {
 /// |---|---|---|---|
 /// | `memory://` | `MemoryStore` | `memory` | — |
 /// | `redis://…`, `rediss://…`, `redis+unix://…`, `unix://…` | `RedisStore` | `redis` | key prefix `dedup:` |
-/// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` | `migrate()` runs |
-/// | `mysql://…`, `mariadb://…` | `MySqlStore` | `mysql` | `migrate()` runs |
-/// | `sqlite://path`, `sqlite:path` | `SqliteStore` | `sqlite` | file created, `migrate()` runs |
+/// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` | `migrate()` runs, purge task started |
+/// | `mysql://…`, `mariadb://…` | `MySqlStore` | `mysql` | `migrate()` runs, purge task started |
+/// | `sqlite://path`, `sqlite:path` | `SqliteStore` | `sqlite` | file created, `migrate()` runs, purge task started |
 ///
 /// For the SQL backends the table is created if missing: `migrate()` is
 /// idempotent and cheap, so opening by URL is enough to start. (Without the
 /// `CREATE` privilege, build the store with its builder, which never
-/// migrates, after creating the table once by other means.) Use the builders
-/// for other tables, prefixes or timeouts, and to start background purges.
+/// migrates, after creating the table once by other means.)
+///
+/// **Purge.** A SQL store opened here also purges its expired rows: once at
+/// opening, then every hour (`sql::URL_PURGE_INTERVAL`), in a Tokio task that
+/// stops when the last handle on the returned store is dropped. Every
+/// instance opened by URL purges; that is harmless (the purge deletes in
+/// small batches, skipping rows another purge holds). A store built with a
+/// builder purges only when told to (`spawn_purge`, or `purge_expired` from
+/// a job of your own). Use the builders for other tables, prefixes, timeouts
+/// or purge intervals.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), webhooks_core::dedup::OpenError> {
@@ -49,6 +57,11 @@ pub enum OpenError {
 /// off (the message names the feature) or a malformed URL;
 /// [`OpenError::Store`] when the store does not answer within its connect
 /// timeout.
+///
+/// # Panics
+///
+/// For the SQL and Redis backends, outside a Tokio runtime (their drivers,
+/// and the purge task, run on Tokio).
 pub async fn store_from_url(url: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
     let scheme = url
         .split_once(':')
@@ -99,7 +112,8 @@ async fn redis(_: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
 async fn postgres(url: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
     let store = super::PostgresStore::connect(url).await?;
     store.migrate().await?;
-    Ok(Arc::new(store))
+    let purge = store.spawn_purge(super::sql::URL_PURGE_INTERVAL);
+    Ok(Arc::new(super::sql::Purging::new(store, purge)))
 }
 
 #[cfg(not(feature = "postgres"))]
@@ -113,7 +127,8 @@ async fn postgres(_: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
 async fn mysql(url: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
     let store = super::MySqlStore::connect(url).await?;
     store.migrate().await?;
-    Ok(Arc::new(store))
+    let purge = store.spawn_purge(super::sql::URL_PURGE_INTERVAL);
+    Ok(Arc::new(super::sql::Purging::new(store, purge)))
 }
 
 #[cfg(not(feature = "mysql"))]
@@ -127,7 +142,8 @@ async fn mysql(_: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
 async fn sqlite(url: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
     let store = super::SqliteStore::connect(url).await?;
     store.migrate().await?;
-    Ok(Arc::new(store))
+    let purge = store.spawn_purge(super::sql::URL_PURGE_INTERVAL);
+    Ok(Arc::new(super::sql::Purging::new(store, purge)))
 }
 
 #[cfg(not(feature = "sqlite"))]

@@ -1,9 +1,17 @@
 //! [GitHub](https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries)
 //! webhook signatures: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`.
 //!
-//! GitHub signs no timestamp, so there is no replay window: deduplicate on
-//! `X-GitHub-Delivery`, which [`Verified::id`] carries (the receive pipeline
-//! does this by default).
+//! GitHub signs no timestamp and not `X-GitHub-Delivery`: a captured delivery
+//! verifies forever, under any delivery id. So the receive pipeline
+//! deduplicates GitHub deliveries on the body's SHA-256
+//! ([`Identity::Content`]); a replay is a duplicate for as long as the store
+//! remembers the delivery (the retention, 7 days by default), whatever id it
+//! carries. [`Verified::id`] still carries `X-GitHub-Delivery`, which GitHub
+//! always sends: a request without it is refused (`400`).
+//!
+//! To deduplicate on `X-GitHub-Delivery` instead (a replay under a fresh id
+//! then runs again), set
+//! `Receiver::builder(github).dedup_key(|verified, _| verified.id.clone())`.
 //!
 //! ```
 //! use std::time::SystemTime;
@@ -38,7 +46,7 @@ use sha1::Sha1;
 use super::{
     SecretList, Secrets, encode_hex, header, optional_header, prefixed_hex, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE_256: &str = "x-hub-signature-256";
 const SIGNATURE_SHA1: &str = "x-hub-signature";
@@ -61,8 +69,10 @@ type HmacSha1 = Hmac<Sha1>;
 ///   `400 missing header x-hub-signature-256`) unless
 ///   [`allow_sha1`](GitHubBuilder::allow_sha1) is set, and even then it is used
 ///   only when the SHA-256 header is absent;
-/// * [`Verified::id`] is `X-GitHub-Delivery`, [`Verified::event_type`] is
-///   `X-GitHub-Event`; no timestamp is signed.
+/// * [`Verified::id`] is `X-GitHub-Delivery` (required: `400` without it),
+///   [`Verified::event_type`] is `X-GitHub-Event`; neither is signed, nor is
+///   a timestamp, so deliveries are deduplicated on the body
+///   ([`Identity::Content`]).
 #[derive(Clone)]
 pub struct GitHub {
     secrets: Secrets,
@@ -129,12 +139,24 @@ impl GitHub {
 }
 
 impl Verifier for GitHub {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
+        if !headers.contains_key(&SIGNATURE_256_NAME)
+            && !(self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME))
+        {
+            return Err(VerifyError::MissingHeader(SIGNATURE_256));
+        }
+        // GitHub always sends one: a request without it is not GitHub's.
+        let delivery = optional_header(headers, &DELIVERY_NAME, DELIVERY)?
+            .ok_or(VerifyError::MissingHeader(DELIVERY))?;
         let index = match (headers.contains_key(&SIGNATURE_256_NAME), &self.sha1) {
             (false, Some(sha1)) if headers.contains_key(&SIGNATURE_SHA1_NAME) => {
                 let signature = prefixed_hex::<20>(
@@ -162,10 +184,12 @@ impl Verifier for GitHub {
         };
         Ok(Verified {
             scheme: SCHEME,
-            id: optional_header(headers, &DELIVERY_NAME, DELIVERY)?.map(str::to_owned),
+            id: Some(delivery.to_owned()),
             timestamp: None,
             event_type: optional_header(headers, &EVENT_NAME, EVENT)?.map(str::to_owned),
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
         })
     }
 }

@@ -8,7 +8,7 @@
 //! | [Slack](https://api.slack.com/authentication/verifying-requests-from-slack) | [`Slack`] | `X-Slack-Signature: v0=<hex>` | `v0:{ts}:{body}` | ±300 s | — (use [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key)) | — |
 //! | [Shopify](https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify) | [`Shopify`] | `X-Shopify-Hmac-Sha256: <base64>` | body | — | `X-Shopify-Webhook-Id` | `X-Shopify-Topic` |
 //! | any HMAC-SHA256 provider, configured | [`GenericHmac`] | a header, optional prefix, hex or base64 | body, or `{ts}{sep}{body}` | configurable | a header | a header |
-//! | per-tenant secrets from your store, around any of the above | [`TenantVerifier`] | the inner scheme's | | | | |
+//! | per-tenant secrets from your store, around any of the above (feature `tenant`) | `TenantVerifier` | the inner scheme's | | | | |
 //!
 //! Shared rules: signatures are computed over the exact raw body bytes with a
 //! pre-keyed HMAC state and compared as decoded bytes in constant time; a
@@ -83,21 +83,48 @@ macro_rules! tolerance_method {
     };
 }
 
+pub mod discord;
 pub mod github;
+pub mod gitlab;
 pub mod hmac;
+pub mod hubspot;
+pub mod intercom;
+pub mod linear;
+pub mod mandrill;
+pub mod paddle;
+mod provider;
 pub mod shopify;
 pub mod slack;
+pub mod square;
 pub mod standard;
 pub mod stripe;
+#[cfg(feature = "tenant")]
 pub mod tenant;
+pub mod twilio;
+pub mod typeform;
+pub mod zoom;
 
-pub use self::hmac::{GenericHmac, GenericHmacBuilder, SignatureEncoding};
+pub use self::hmac::{
+    GenericHmac, GenericHmacBuilder, HmacAlgorithm, SignatureEncoding, TimestampUnit,
+};
+pub use discord::{Discord, DiscordBuilder};
 pub use github::{GitHub, GitHubBuilder};
+pub use gitlab::{GitLab, GitLabBuilder};
+pub use hubspot::{HubSpot, HubSpotBuilder};
+pub use intercom::{Intercom, IntercomBuilder};
+pub use linear::{Linear, LinearBuilder};
+pub use mandrill::{Mandrill, MandrillBuilder};
+pub use paddle::{Paddle, PaddleBuilder};
 pub use shopify::{Shopify, ShopifyBuilder};
 pub use slack::{Slack, SlackBuilder};
+pub use square::{Square, SquareBuilder};
 pub use standard::{StandardWebhooks, StandardWebhooksBuilder};
 pub use stripe::{Stripe, StripeBuilder};
+#[cfg(feature = "tenant")]
 pub use tenant::{KeyLookup, LookupError, Secret, TenantVerifier, TenantVerifierBuilder};
+pub use twilio::{Twilio, TwilioBuilder};
+pub use typeform::{Typeform, TypeformBuilder};
+pub use zoom::{Zoom, ZoomBuilder};
 
 /// HMAC-SHA256, the MAC every HMAC scheme here uses.
 pub(crate) type HmacSha256 = Hmac<Sha256>;

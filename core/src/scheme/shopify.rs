@@ -2,8 +2,17 @@
 //! webhook signatures: `X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256 of the body>`,
 //! keyed with the app's client secret.
 //!
-//! Shopify signs no timestamp: deduplicate on `X-Shopify-Webhook-Id`, which
-//! [`Verified::id`] carries (the receive pipeline does this by default).
+//! Shopify signs no timestamp and not `X-Shopify-Webhook-Id`: a captured
+//! delivery verifies forever, under any webhook id. So the receive pipeline
+//! deduplicates Shopify deliveries on the body's SHA-256
+//! ([`Identity::Content`]); a replay is a duplicate for as long as the store
+//! remembers the delivery (the retention, 7 days by default), whatever id it
+//! carries. [`Verified::id`] still carries `X-Shopify-Webhook-Id`, which
+//! Shopify always sends: a request without it is refused (`400`).
+//!
+//! To deduplicate on `X-Shopify-Webhook-Id` instead (a replay under a fresh
+//! id then runs again), set
+//! `Receiver::builder(shopify).dedup_key(|verified, _| verified.id.clone())`.
 //!
 //! ```
 //! use std::time::SystemTime;
@@ -29,7 +38,7 @@ use http::{HeaderMap, HeaderName};
 use super::{
     SecretList, Secrets, decode_base64_32, encode_base64, header, optional_header, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "x-shopify-hmac-sha256";
 const WEBHOOK_ID: &str = "x-shopify-webhook-id";
@@ -43,8 +52,10 @@ const SCHEME: &str = "shopify";
 /// Verifies [Shopify](https://shopify.dev/docs/apps/build/webhooks/subscribe/https) deliveries.
 ///
 /// * header `X-Shopify-Hmac-Sha256: <base64 of 32 bytes>` over the exact body;
-/// * [`Verified::id`] is `X-Shopify-Webhook-Id`, [`Verified::event_type`] is
-///   `X-Shopify-Topic`; no timestamp is signed.
+/// * [`Verified::id`] is `X-Shopify-Webhook-Id` (required: `400` without
+///   it), [`Verified::event_type`] is `X-Shopify-Topic`; neither is signed,
+///   nor is a timestamp, so deliveries are deduplicated on the body
+///   ([`Identity::Content`]).
 #[derive(Clone)]
 pub struct Shopify {
     secrets: Secrets,
@@ -93,6 +104,10 @@ impl Shopify {
 }
 
 impl Verifier for Shopify {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -100,6 +115,9 @@ impl Verifier for Shopify {
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
         let value = header(headers, &SIGNATURE_NAME, SIGNATURE)?;
+        // Shopify always sends one: a request without it is not Shopify's.
+        let webhook_id = optional_header(headers, &WEBHOOK_ID_NAME, WEBHOOK_ID)?
+            .ok_or(VerifyError::MissingHeader(WEBHOOK_ID))?;
         let signature = decode_base64_32(value.trim())
             .ok_or(VerifyError::malformed(SIGNATURE, "not base64 of 32 bytes"))?;
         let index = (self.secrets)
@@ -107,10 +125,12 @@ impl Verifier for Shopify {
             .ok_or(VerifyError::NoMatchingSignature)?;
         Ok(Verified {
             scheme: SCHEME,
-            id: optional_header(headers, &WEBHOOK_ID_NAME, WEBHOOK_ID)?.map(str::to_owned),
+            id: Some(webhook_id.to_owned()),
             timestamp: None,
             event_type: optional_header(headers, &TOPIC_NAME, TOPIC)?.map(str::to_owned),
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
         })
     }
 }

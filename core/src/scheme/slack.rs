@@ -38,7 +38,7 @@ use super::{
     DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, encode_hex, header,
     parse_timestamp, prefixed_hex, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "x-slack-signature";
 const TIMESTAMP: &str = "x-slack-request-timestamp";
@@ -113,6 +113,10 @@ fn feed(mac: &mut HmacSha256, timestamp: &str, body: &[u8]) {
 }
 
 impl Verifier for Slack {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -140,6 +144,8 @@ impl Verifier for Slack {
             timestamp: Some(timestamp),
             event_type: None,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }

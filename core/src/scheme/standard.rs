@@ -14,7 +14,7 @@ use super::{
     DEFAULT_TOLERANCE, HmacKey, HmacSha256, SecretList, Secrets, check_timestamp, decimal,
     parse_timestamp, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const ID: &[&str] = &["webhook-id", "svix-id"];
 const TIMESTAMP: &[&str] = &["webhook-timestamp", "svix-timestamp"];
@@ -37,6 +37,14 @@ static SIGNATURE_NAMES: [HeaderName; 2] = [
 /// Signature entries looked at per request; the rest are ignored, so a huge
 /// header cannot make one request cost thousands of verifications.
 const MAX_ENTRIES: usize = 32;
+/// The most ed25519 checks one request may cost (or the number of trusted
+/// keys, if greater). Each check hashes the whole signed content (ed25519
+/// hashes `R‖A‖content`, so checks share no work), and each pair of a
+/// signature and a trusted key is a check: the first `MAX_V1A_CHECKS / keys`
+/// distinct well-formed `v1a` signatures (at least one) are tried against
+/// every trusted key, the rest ignored. With one or two trusted keys, the two
+/// signatures a sender sends while rotating its own key are both tried.
+const MAX_V1A_CHECKS: usize = 4;
 const SCHEME: &str = "standard-webhooks";
 
 /// Verifies [Standard Webhooks](https://www.standardwebhooks.com/) deliveries.
@@ -46,7 +54,10 @@ const SCHEME: &str = "standard-webhooks";
 /// * signed content `{id}.{timestamp}.{body}` over the exact body bytes;
 /// * `v1,<base64 HMAC-SHA256>` against any configured secret, and
 ///   `v1a,<base64 ed25519>` against any configured public key (a trust list you
-///   configure, never a key taken from the request);
+///   configure, never a key taken from the request); at most 32 entries are
+///   read, and at most 4 ed25519 checks made (each costs a pass over the
+///   body): the first `4 / keys` distinct well-formed `v1a` signatures, at
+///   least one, against each trusted key;
 /// * a two-sided timestamp tolerance, 300 s by default.
 ///
 /// ```
@@ -181,6 +192,10 @@ fn signed_content(id: &str, timestamp: &[u8], body: &[u8]) -> Vec<u8> {
 }
 
 impl Verifier for StandardWebhooks {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -200,6 +215,8 @@ impl Verifier for StandardWebhooks {
 
         let mut v1: [[u8; 32]; MAX_ENTRIES] = [[0; 32]; MAX_ENTRIES];
         let mut n_v1 = 0;
+        // Distinct well-formed v1a signatures, as many as the check budget allows.
+        let v1a_limit = (MAX_V1A_CHECKS / self.public_keys.len().max(1)).max(1);
         let mut v1a: Vec<Signature> = Vec::new();
         let mut entries = 0;
         for entry in signatures.split(' ').filter(|e| !e.is_empty()) {
@@ -219,12 +236,18 @@ impl Verifier for StandardWebhooks {
                         n_v1 += 1;
                     }
                 }
-                "v1a" if !self.public_keys.is_empty() => {
+                "v1a" if !self.public_keys.is_empty() && v1a.len() < v1a_limit => {
                     let mut out = [0u8; 65];
                     if let Ok(64) = B64.decode_slice(sig, &mut out) {
                         let mut bytes = [0u8; 64];
                         bytes.copy_from_slice(&out[..64]);
-                        v1a.push(Signature::from_bytes(&bytes));
+                        // Cheap checks first: a canonical `s` is below 2^253,
+                        // so one with any of the top 3 bits set can never
+                        // verify; a repeated signature would only repeat a check.
+                        let signature = Signature::from_bytes(&bytes);
+                        if bytes[63] & 0xe0 == 0 && !v1a.contains(&signature) {
+                            v1a.push(signature);
+                        }
                     }
                 }
                 _ => {}
@@ -243,6 +266,8 @@ impl Verifier for StandardWebhooks {
             timestamp: Some(timestamp),
             event_type: None,
             matched_key,
+            scope: None,
+            identity: Identity::SignedId,
         };
         if n_v1 > 0
             && let Some(index) =
@@ -251,6 +276,7 @@ impl Verifier for StandardWebhooks {
             return Ok(verified(MatchedKey::Secret(index)));
         }
         if !v1a.is_empty() {
+            // The signed content is built once; each check hashes it once.
             let content = signed_content(id, ts_text, body);
             for (index, key) in self.public_keys.iter().enumerate() {
                 if v1a

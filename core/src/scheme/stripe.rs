@@ -35,7 +35,7 @@ use super::{
     DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, decimal, decode_hex,
     encode_hex, header, parse_timestamp, signed_headers,
 };
-use crate::{ConfigError, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
 const SIGNATURE: &str = "stripe-signature";
 /// The same name, parsed once (see [`header`]).
@@ -192,6 +192,10 @@ fn event_fields(body: &[u8]) -> (Option<String>, Option<String>) {
 }
 
 impl Verifier for Stripe {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -218,6 +222,8 @@ impl Verifier for Stripe {
             timestamp: Some(parsed.timestamp),
             event_type,
             matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::SignedId,
         })
     }
 }

@@ -12,6 +12,11 @@
 //! | lookup fails, or the tenant's secrets cannot build a verifier | `503` ([`VerifyError::KeyLookupUnavailable`]), so the sender retries |
 //! | otherwise | the inner scheme's answer; [`MatchedKey::Lookup`] names the tenant |
 //!
+//! The tenant id is the delivery's [`Verified::scope`]: it is part of the
+//! dedup key (`webhooks:stripe@acme:evt_1`), so a tenant signing another
+//! tenant's delivery id with its own secret never makes that delivery a
+//! duplicate.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::collections::HashMap;
@@ -53,11 +58,12 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::HashMap;
 use std::error::Error;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+
+use moka::future::Cache;
 
 use crate::{ConfigError, MatchedKey, RequestHead, RequestVerifier, Verified, VerifyError};
 
@@ -237,64 +243,23 @@ impl TenantSource {
 }
 
 /// A cached lookup result: the tenant's verifier, or `None` for "unknown".
-struct CacheEntry {
-    verifier: Option<Arc<dyn RequestVerifier>>,
-    expires: Instant,
-}
+type Cached = Option<Arc<dyn RequestVerifier>>;
 
-/// A small TTL cache of built verifiers, bounded in entries.
-struct TenantCache {
-    map: Mutex<HashMap<Arc<str>, CacheEntry>>,
+/// How long each cached answer lives: known tenants for `ttl`, unknown ones
+/// for `negative_ttl`.
+#[derive(Clone, Copy)]
+struct Lifetimes {
     ttl: Duration,
     negative_ttl: Duration,
-    capacity: usize,
 }
 
-impl TenantCache {
-    /// `Some(entry)` on a fresh hit; expired entries are dropped.
-    fn get(&self, tenant: &str) -> Option<Option<Arc<dyn RequestVerifier>>> {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = map.get(tenant)?;
-        if entry.expires > Instant::now() {
-            return Some(entry.verifier.clone());
-        }
-        map.remove(tenant);
-        None
-    }
-
-    fn insert(&self, tenant: Arc<str>, verifier: Option<Arc<dyn RequestVerifier>>) {
-        let ttl = if verifier.is_some() {
+impl moka::Expiry<String, Cached> for Lifetimes {
+    fn expire_after_create(&self, _: &String, value: &Cached, _: Instant) -> Option<Duration> {
+        Some(if value.is_some() {
             self.ttl
         } else {
             self.negative_ttl
-        };
-        if self.capacity == 0 || ttl.is_zero() {
-            return;
-        }
-        let now = Instant::now();
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= self.capacity && !map.contains_key(&tenant) {
-            map.retain(|_, e| e.expires > now);
-            if map.len() >= self.capacity
-                && let Some(oldest) = map
-                    .iter()
-                    .min_by_key(|(_, e)| e.expires)
-                    .map(|(k, _)| Arc::clone(k))
-            {
-                map.remove(&oldest);
-            }
-        }
-        map.insert(
-            tenant,
-            CacheEntry {
-                verifier,
-                expires: now + ttl,
-            },
-        );
-    }
-
-    fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
+        })
     }
 }
 
@@ -302,27 +267,31 @@ impl TenantCache {
 ///
 /// See the [module documentation](self) for the statuses and an example.
 ///
-/// Built verifiers are cached per tenant for [`cache_ttl`](TenantVerifierBuilder::cache_ttl)
-/// (5 min by default), unknown tenants for
-/// [`negative_cache_ttl`](TenantVerifierBuilder::negative_cache_ttl) (30 s);
-/// failed lookups are not cached. After changing a tenant's secrets, call
-/// [`invalidate`](Self::invalidate) to use them at once. Concurrent first
-/// requests for the same tenant may each call the lookup.
+/// Built verifiers are cached per tenant (in a [`moka`] cache) for
+/// [`cache_ttl`](TenantVerifierBuilder::cache_ttl) (5 min by default),
+/// unknown tenants for [`negative_cache_ttl`](TenantVerifierBuilder::negative_cache_ttl)
+/// (30 s); failed lookups are not cached. Concurrent requests for a tenant
+/// that is not cached share one lookup. Each distinct tenant id not cached
+/// still costs one lookup: keep the lookup cheap (an indexed query), or put
+/// a rate limit in front of the route. After changing a tenant's secrets,
+/// call [`invalidate`](Self::invalidate) to use them at once.
 pub struct TenantVerifier {
     lookup: Arc<dyn KeyLookup>,
     factory: Box<Factory>,
     source: TenantSource,
-    cache: TenantCache,
+    cache: Cache<String, Cached>,
+    lifetimes: Lifetimes,
+    capacity: usize,
 }
 
 impl fmt::Debug for TenantVerifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TenantVerifier")
             .field("source", &self.source)
-            .field("cached", &self.cache.len())
-            .field("cache_ttl", &self.cache.ttl)
-            .field("negative_cache_ttl", &self.cache.negative_ttl)
-            .field("cache_capacity", &self.cache.capacity)
+            .field("cached", &self.cache.entry_count())
+            .field("cache_ttl", &self.lifetimes.ttl)
+            .field("negative_cache_ttl", &self.lifetimes.negative_ttl)
+            .field("cache_capacity", &self.capacity)
             .finish_non_exhaustive()
     }
 }
@@ -348,38 +317,37 @@ impl TenantVerifier {
         }
     }
 
-    /// Forgets the cached verifier of `tenant`: the next request looks it up again.
-    pub fn invalidate(&self, tenant: &str) {
-        self.cache
-            .map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(tenant);
+    /// Forgets the cached verifier (or "unknown") of `tenant`: the next
+    /// request looks it up again.
+    pub async fn invalidate(&self, tenant: &str) {
+        self.cache.invalidate(tenant).await;
     }
 
     /// Forgets every cached verifier.
     pub fn invalidate_all(&self) {
-        self.cache
-            .map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.cache.invalidate_all();
     }
 
-    /// The tenant's verifier: from the cache, or looked up and built.
+    /// The tenant's verifier: from the cache, or looked up and built, once
+    /// for all the requests that ask for it meanwhile.
     async fn verifier_for(
         &self,
         tenant: &Arc<str>,
     ) -> Result<Arc<dyn RequestVerifier>, VerifyError> {
-        if let Some(cached) = self.cache.get(tenant) {
-            return cached.ok_or(VerifyError::UnknownKey);
-        }
+        let cached = self
+            .cache
+            .try_get_with_by_ref(&**tenant, self.look_up(tenant))
+            .await
+            .map_err(|e| (*e).clone())?;
+        cached.ok_or(VerifyError::UnknownKey)
+    }
+
+    /// Looks the tenant up and builds its verifier; `Ok(None)` for an unknown
+    /// tenant (cached briefly), `Err` for a failure (not cached).
+    async fn look_up(&self, tenant: &str) -> Result<Cached, VerifyError> {
         let secrets = match self.lookup.secrets(tenant).await {
             Ok(Some(secrets)) if !secrets.is_empty() => secrets,
-            Ok(_) => {
-                self.cache.insert(Arc::clone(tenant), None);
-                return Err(VerifyError::UnknownKey);
-            }
+            Ok(_) => return Ok(None),
             Err(e) => {
                 tracing::warn!(
                     tenant = %tenant,
@@ -391,11 +359,7 @@ impl TenantVerifier {
             }
         };
         match (self.factory)(&secrets) {
-            Ok(verifier) => {
-                self.cache
-                    .insert(Arc::clone(tenant), Some(Arc::clone(&verifier)));
-                Ok(verifier)
-            }
+            Ok(verifier) => Ok(Some(verifier)),
             Err(e) => {
                 // The tenant's stored secrets are unusable: an operator must fix
                 // them; the sender retries meanwhile.
@@ -417,6 +381,17 @@ impl RequestVerifier for TenantVerifier {
         let tenant = self.source.tenant(head)?;
         let verifier = self.verifier_for(&tenant).await?;
         let mut verified = verifier.verify_request(head, body, now).await?;
+        // The tenant scopes the delivery's identity: another tenant, signing
+        // the same id with its own secret, must not make this one a duplicate.
+        verified.scope = Some(match verified.scope.take() {
+            None => Arc::clone(&tenant),
+            // An inner verifier that scopes too (tenants within a tenant):
+            // both, with `/` and `%` in the tenant id escaped so the pair is unambiguous.
+            Some(inner) => {
+                let escaped = tenant.replace('%', "%25").replace('/', "%2F");
+                format!("{escaped}/{inner}").into()
+            }
+        });
         verified.matched_key = match verified.matched_key {
             MatchedKey::Secret(index) | MatchedKey::PublicKey(index) => MatchedKey::Lookup {
                 key_id: tenant,
@@ -509,16 +484,21 @@ impl TenantVerifierBuilder {
             http::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| ConfigError::Setting("invalid tenant header name"))?;
         }
+        let lifetimes = Lifetimes {
+            ttl: self.ttl,
+            negative_ttl: self.negative_ttl,
+        };
+        let cache = Cache::builder()
+            .max_capacity(u64::try_from(self.capacity).unwrap_or(u64::MAX))
+            .expire_after(lifetimes)
+            .build();
         Ok(TenantVerifier {
             lookup: self.lookup,
             factory: self.factory,
             source,
-            cache: TenantCache {
-                map: Mutex::new(HashMap::new()),
-                ttl: self.ttl,
-                negative_ttl: self.negative_ttl,
-                capacity: self.capacity,
-            },
+            cache,
+            lifetimes,
+            capacity: self.capacity,
         })
     }
 }

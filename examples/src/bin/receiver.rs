@@ -6,17 +6,21 @@
 //! Configuration from the environment: `WEBHOOK_SECRET` (required),
 //! `WEBHOOK_SCHEME` (default `standard`), `PORT` (default 3000), `DEDUP_URL`
 //! (default `memory://`), `DATABASE_URL` (default an SQLite file in the temp
-//! dir). For example:
+//! dir). `GET /metrics` serves the Prometheus text exposition; logs go to
+//! stderr, as text or, with `--log-format json`, as JSON lines (`RUST_LOG`
+//! filters them). For example:
 //!
 //! ```text
 //! WEBHOOK_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw cargo run -p examples --bin receiver
 //! WEBHOOK_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw cargo run -p examples --bin simulator
 //! curl -s 127.0.0.1:3000/emails/em_0000
+//! curl -s 127.0.0.1:3000/metrics | grep webhooks_
 //! ```
 
 use std::process::ExitCode;
 
 use examples::app::{Config, WEBHOOK_PATH, open, router};
+use examples::observe::{init_logging, install_metrics, log_format_from_args, metrics_router};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -30,6 +34,8 @@ async fn main() -> ExitCode {
 }
 
 async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+    init_logging(log_format_from_args(std::env::args().skip(1))?);
+    let metrics = install_metrics()?;
     let config = Config::from_env()?;
     let (receiver, store) = open(&config).await?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
@@ -38,7 +44,8 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
         "receiver (axum, {} scheme) listening on http://{address}{WEBHOOK_PATH}",
         config.scheme
     );
-    axum::serve(listener, router(receiver, store.clone()))
+    let app = router(receiver, store.clone()).merge(metrics_router(metrics));
+    axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

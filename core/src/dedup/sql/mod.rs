@@ -18,22 +18,38 @@
 //! itself starts with `sha256:`), so that every key fits every database's
 //! index limits.
 //!
-//! **Clock.** Deadlines are computed with the application's clock
-//! ([`SystemTime`]) and passed to the database as epoch-millisecond
-//! parameters; the database's own clock is never read, so all three backends
-//! behave the same. Instances sharing a table need synchronized clocks (NTP):
-//! a skew of `s` lets a lease be taken over `s` early, or late.
+//! **Clock.** Every statement reads the database's clock, once per statement
+//! (PostgreSQL `statement_timestamp()`, MySQL/MariaDB `UTC_TIMESTAMP(6)`,
+//! SQLite `julianday('now')`, the host's clock), as Redis uses its server's
+//! `TIME`: the application only passes spans (the lease, the retention) in
+//! milliseconds. So instances whose clocks disagree, by any amount, still
+//! exclude each other; only the database's clock matters (and for PostgreSQL
+//! or MySQL with replicas, the primary's). `clock_skew_ms()` measures how far
+//! this host's clock is from the database's, worth an alert since the
+//! signature schemes check timestamps against this host's clock.
 //!
-//! **Expiry.** A row whose `expires_at` has passed is dead: the next claim
-//! takes it over in the same atomic statement. Dead rows are removed by
-//! `purge_expired` (call it from a cron-like job) or by the background task
-//! of `spawn_purge`; neither is needed for correctness, only to bound the
-//! table's size.
+//! **Expiry.** A lease that has passed lets the next claim take the row over
+//! in the same atomic statement. Until one does, the row still holds its
+//! token: the holder's late `complete`, `release` or `extend` (which
+//! re-acquires) still applies. A completed row whose retention is over is dead.
 //!
-//! **Timeouts.** `connect_timeout` bounds opening a connection (the pool's
-//! acquire timeout); `command_timeout` bounds every operation, waiting for a
-//! pooled connection included, and is also set in the database where it has
-//! an equivalent (PostgreSQL `statement_timeout`, InnoDB
+//! **Purge.** `purge_expired` (from a cron-like job), the background task of
+//! `spawn_purge`, or [`store_from_url`](super::store_from_url) (which starts
+//! one, hourly) delete completed rows whose retention is over, and in-flight
+//! rows whose lease has been over for
+//! [`EXPIRED_CLAIM_GRACE`](super::EXPIRED_CLAIM_GRACE) (an hour; until then
+//! their holder may still complete them). Purging is not needed for
+//! correctness, only to bound the table's size.
+//!
+//! **Timeouts.** An operation first waits for its turn at a connection: one
+//! turn per pooled connection, given in order, at most `queue_timeout`
+//! (default 30 s); then for the connection, at most `connect_timeout` (the
+//! pool's acquire timeout: opening a connection if none is open); then runs,
+//! at most `command_timeout` (default 2 s). A burst of deliveries thus queues
+//! for the pool instead of timing out statements that run in milliseconds,
+//! while an unreachable database still fails within the connect timeout once
+//! an operation's turn comes. The command timeout is also set in the database
+//! where it has an equivalent (PostgreSQL `statement_timeout`, InnoDB
 //! `innodb_lock_wait_timeout`, SQLite's busy timeout). An expired timeout is
 //! [`StoreError::Timeout`]; a refused or broken connection is
 //! [`StoreError::Unavailable`]. A statement that timed out may still take
@@ -77,6 +93,10 @@ pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The default time allowed to one store operation.
 pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The default time an operation may wait for a free connection while all
+/// are busy (sqlx's own default acquire timeout).
+pub(crate) const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The default number of rows one purge statement deletes.
 pub(crate) const DEFAULT_PURGE_BATCH: u32 = 1_000;
@@ -152,16 +172,24 @@ fn fit(part: &str, max: usize) -> String {
     out
 }
 
-/// Now, in epoch milliseconds, by the application's clock.
+/// Now, in epoch milliseconds, by the application's clock: used only to
+/// measure the skew from the database's clock, never in a statement.
 pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
+    let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    #[cfg(test)]
+    let now = now + tests::APP_CLOCK_SKEW_MS.get();
+    now
 }
 
-/// `now + d` in epoch milliseconds, saturating.
-pub(crate) fn deadline_ms(now: i64, d: Duration) -> i64 {
-    now.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// The longest span bound into a statement: 100 years, so that the
+/// database's `now + span` never overflows a `BIGINT`.
+const MAX_SPAN_MS: i64 = 100 * 365 * 86_400_000;
+
+/// `d` in milliseconds, as bound into a statement (at most 100 years).
+pub(crate) fn span_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).map_or(MAX_SPAN_MS, |ms| ms.min(MAX_SPAN_MS))
 }
 
 /// The time left until `deadline` (epoch milliseconds), at least zero.
@@ -225,6 +253,7 @@ pub(crate) struct SqlSettings {
     pub(crate) table: String,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
+    pub(crate) queue_timeout: Duration,
     pub(crate) max_connections: u32,
 }
 
@@ -234,6 +263,7 @@ impl SqlSettings {
             table: DEFAULT_TABLE.to_owned(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
             max_connections,
         }
     }
@@ -250,7 +280,8 @@ impl SqlSettings {
         O::from_str(url).map_err(|_| ConfigError::Invalid { what, reason })
     }
 
-    /// A pool of at most `max_connections`, waiting `connect_timeout` for one.
+    /// A pool of at most `max_connections`, waiting `connect_timeout` for one
+    /// (a free pooled connection, or a new one opened).
     pub(crate) fn pool_options<DB: sqlx::Database>(&self) -> sqlx::pool::PoolOptions<DB> {
         sqlx::pool::PoolOptions::new()
             .max_connections(self.max_connections)
@@ -264,55 +295,84 @@ pub(crate) struct Statements<C = String> {
     pub(crate) table: String,
     /// The backend's own claim statement (or statements).
     pub(crate) claim: C,
-    /// Bound: the retention's end, namespace, id, token, now.
+    /// Bound: the retention (ms), namespace, id, token.
     pub(crate) complete: String,
-    /// Bound: namespace, id, token, now.
+    /// Bound: namespace, id, token.
     pub(crate) release: String,
-    /// Bound: the lease's end, namespace, id, token, now.
+    /// Bound: the lease (ms), namespace, id, token.
     pub(crate) extend: String,
-    /// Bound: now, the batch size.
+    /// The database's clock, in epoch milliseconds.
+    pub(crate) now: String,
+    /// Bound: the batch size.
     pub(crate) purge: String,
 }
 
 impl<C> Statements<C> {
     /// The backend's `claim` and `purge` with the token-checked statements,
-    /// the same in every dialect but for the table's quoting (`quoted`) and
-    /// the `n`th parameter's placeholder (`param(n)`, from 1).
+    /// the same in every dialect but for the table's quoting (`quoted`), the
+    /// `n`th parameter's placeholder (`param(n)`, from 1) and the database's
+    /// clock in epoch milliseconds (`now`, an expression that keeps one value
+    /// within a statement).
     pub(crate) fn new(
         table: &str,
         quoted: &str,
         param: fn(usize) -> String,
+        now: &str,
         claim: C,
         purge: String,
     ) -> Self {
-        // The row still held by the token: parameters `first` to `first + 3`.
+        // The row the token holds, in flight, whether or not its lease has
+        // run out (a takeover replaces the token): parameters `first` to
+        // `first + 2`.
         let held = |first: usize| {
             format!(
-                "namespace = {} AND id = {} AND token = {} AND state = {IN_FLIGHT} AND expires_at > {}",
+                "namespace = {} AND id = {} AND token = {} AND state = {IN_FLIGHT}",
                 param(first),
                 param(first + 1),
                 param(first + 2),
-                param(first + 3)
             )
         };
-        let until = param(1);
+        let span = param(1);
         Self {
             table: table.to_owned(),
             claim,
             complete: format!(
-                "UPDATE {quoted} SET state = {COMPLETED}, expires_at = {until} WHERE {}",
+                "UPDATE {quoted} SET state = {COMPLETED}, expires_at = {now} + {span} WHERE {}",
                 held(2)
             ),
             release: format!("DELETE FROM {quoted} WHERE {}", held(1)),
-            extend: format!("UPDATE {quoted} SET expires_at = {until} WHERE {}", held(2)),
+            extend: format!(
+                "UPDATE {quoted} SET expires_at = {now} + {span} WHERE {}",
+                held(2)
+            ),
+            now: now.to_owned(),
             purge,
         }
     }
 }
 
+/// The purge's condition on a row (`now` the database's clock): a completed
+/// row once its retention is over, an in-flight one once its lease has been
+/// over for [`EXPIRED_CLAIM_GRACE`](crate::dedup::EXPIRED_CLAIM_GRACE), so that
+/// a late `complete` by its holder still finds it.
+pub(crate) fn purgeable(now: &str) -> String {
+    let grace = span_ms(crate::dedup::EXPIRED_CLAIM_GRACE);
+    format!("expires_at <= {now} AND (state = {COMPLETED} OR expires_at <= {now} - {grace})")
+}
+
+/// The database type of a pool, for the statements the macro defines.
+pub(crate) trait PoolDatabase {
+    /// The pool's database.
+    type Database: sqlx::Database;
+}
+
+impl<DB: sqlx::Database> PoolDatabase for sqlx::Pool<DB> {
+    type Database = DB;
+}
+
 /// A row as a claim left it.
 pub(crate) struct ClaimedRow {
-    /// The `now` the claim was made with.
+    /// The database's clock when the row was read.
     now: i64,
     state: i64,
     /// Whether the row's token is the claimer's.
@@ -384,6 +444,10 @@ macro_rules! sql_store {
             pool: $pool,
             sql: ::std::sync::Arc<$crate::dedup::sql::Statements<$claim>>,
             command_timeout: ::std::time::Duration,
+            /// One permit per pooled connection: operations queue here, in
+            /// order, within `queue_timeout`.
+            slots: ::std::sync::Arc<::tokio::sync::Semaphore>,
+            queue_timeout: ::std::time::Duration,
         }
 
         $(#[$builder_doc])*
@@ -405,8 +469,7 @@ macro_rules! sql_store {
             use $crate::ConfigError;
             use $crate::dedup::sql::{
                 DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PURGE_BATCH,
-                DEFAULT_TABLE, PurgeTask, RowKey, SqlSettings, deadline_ms, now_ms,
-                validate_table, within,
+                DEFAULT_QUEUE_TIMEOUT, DEFAULT_TABLE, PurgeTask, RowKey, SqlSettings, span_ms, validate_table, within,
             };
             use $crate::dedup::{Claim, ClaimToken, DedupStore, OpenError, StoreError, Transition};
 
@@ -415,6 +478,7 @@ macro_rules! sql_store {
                     f.debug_struct(stringify!($store))
                         .field("table", &self.sql.table)
                         .field("command_timeout", &self.command_timeout)
+                        .field("queue_timeout", &self.queue_timeout)
                         .field("pool_size", &self.pool.size())
                         .finish_non_exhaustive()
                 }
@@ -446,13 +510,27 @@ macro_rules! sql_store {
                     self
                 }
 
+                /// How long an operation may wait for a free connection while
+                /// every pooled one is busy (default 30 s, sqlx's own default),
+                /// answering [`StoreError::Timeout`](crate::dedup::StoreError::Timeout)
+                /// after it. Operations queue in order; this wait counts neither
+                /// towards the command timeout (a burst queueing for the pool
+                /// does not time out statements that run fast) nor towards the
+                /// connect timeout (an unreachable database still fails within
+                /// it once an operation's turn comes).
+                pub fn queue_timeout(mut self, timeout: Duration) -> Self {
+                    self.settings.queue_timeout = timeout;
+                    self
+                }
+
                 /// The store on the pool `connect` opens, within the connect timeout.
                 async fn open(
                     &self,
                     connect: impl Future<Output = Result<$pool, sqlx::Error>>,
                 ) -> Result<$store, OpenError> {
                     let pool = within(self.settings.connect_timeout, connect).await?;
-                    Ok($store::from_parts(pool, &self.settings.table, self.settings.command_timeout))
+                    Ok($store::from_parts(pool, &self.settings.table, self.settings.command_timeout)
+                        .with_queue_timeout(self.settings.queue_timeout))
                 }
             }
 
@@ -461,6 +539,8 @@ macro_rules! sql_store {
                 pub const DEFAULT_CONNECT_TIMEOUT: Duration = DEFAULT_CONNECT_TIMEOUT;
                 #[doc = concat!("Default of [`", stringify!($builder), "::command_timeout`]: 2 seconds.")]
                 pub const DEFAULT_COMMAND_TIMEOUT: Duration = DEFAULT_COMMAND_TIMEOUT;
+                #[doc = concat!("Default of [`", stringify!($builder), "::queue_timeout`]: 30 seconds.")]
+                pub const DEFAULT_QUEUE_TIMEOUT: Duration = DEFAULT_QUEUE_TIMEOUT;
 
                 $(#[$builder_fn_doc])*
                 pub fn builder(url: &str) -> $builder {
@@ -482,11 +562,24 @@ macro_rules! sql_store {
                 }
 
                 fn from_parts(pool: $pool, table: &str, command_timeout: Duration) -> Self {
+                    let slots = usize::try_from(pool.options().get_max_connections())
+                        .unwrap_or(usize::MAX)
+                        .clamp(1, ::tokio::sync::Semaphore::MAX_PERMITS);
                     Self {
                         pool,
                         sql: Arc::new($statements(table)),
                         command_timeout,
+                        slots: Arc::new(::tokio::sync::Semaphore::new(slots)),
+                        queue_timeout: DEFAULT_QUEUE_TIMEOUT,
                     }
+                }
+
+                /// Lets an operation wait `timeout` for a free connection instead
+                #[doc = concat!("(see [`", stringify!($builder), "::queue_timeout`]).")]
+                #[must_use]
+                pub fn with_queue_timeout(mut self, timeout: Duration) -> Self {
+                    self.queue_timeout = timeout;
+                    self
                 }
 
                 /// Uses the table `name` instead.
@@ -521,16 +614,15 @@ macro_rules! sql_store {
 
                 $(#[$purge_doc])*
                 pub async fn purge_expired(&self, batch: u32) -> Result<u64, StoreError> {
-                    let now = now_ms();
                     let batch = batch.max(1);
                     let mut total = 0;
                     loop {
+                        let (_turn, mut connection) = self.connection().await?;
                         let deleted = within(
                             self.command_timeout,
                             sqlx::query(&self.sql.purge)
-                                .bind(now)
                                 .bind(i64::from(batch))
-                                .execute(&self.pool),
+                                .execute(&mut *connection),
                         )
                         .await?
                         .rows_affected();
@@ -556,28 +648,89 @@ macro_rules! sql_store {
                     })
                 }
 
-                /// Runs one of the token-checked statements, binding the
-                /// deadline `until` from now (if any), the key, the token and
-                /// now; applied when it matched the row.
+                /// A pooled connection: first this operation's turn (one
+                /// permit per connection, in order, within the queue
+                /// timeout), then the connection, within the pool's acquire
+                /// timeout (the builder's `connect_timeout`). Neither wait is
+                /// part of the command timeout.
+                async fn connection(
+                    &self,
+                ) -> Result<
+                    (
+                        ::tokio::sync::OwnedSemaphorePermit,
+                        sqlx::pool::PoolConnection<<$pool as $crate::dedup::sql::PoolDatabase>::Database>,
+                    ),
+                    StoreError,
+                > {
+                    let turn = ::tokio::time::timeout(
+                        self.queue_timeout,
+                        Arc::clone(&self.slots).acquire_owned(),
+                    );
+                    let permit = match turn.await {
+                        Ok(Ok(permit)) => permit,
+                        Ok(Err(_closed)) => {
+                            return Err(StoreError::Protocol("connection queue closed".into()));
+                        }
+                        Err(_) => return Err(StoreError::Timeout),
+                    };
+                    let connection = self
+                        .pool
+                        .acquire()
+                        .await
+                        .map_err($crate::dedup::sql::store_error)?;
+                    Ok((permit, connection))
+                }
+
+                /// The database's clock, in epoch milliseconds.
+                async fn database_now_ms(&self) -> Result<i64, StoreError> {
+                    let (_turn, mut connection) = self.connection().await?;
+                    let select = format!("SELECT {}", self.sql.now);
+                    within(
+                        self.command_timeout,
+                        sqlx::query_scalar::<_, i64>(&select).fetch_one(&mut *connection),
+                    )
+                    .await
+                }
+
+                /// How far the database's clock is ahead of this host's (negative:
+                /// behind), measured by one query (half its round trip is
+                /// counted as the database's answer time).
+                ///
+                /// Leases do not depend on it (they use the database's clock),
+                /// but the signature schemes' timestamp tolerance uses this
+                /// host's clock: a large skew is worth an alert.
+                ///
+                /// # Errors
+                ///
+                /// [`StoreError`] when the database cannot answer.
+                pub async fn clock_skew_ms(&self) -> Result<i64, StoreError> {
+                    let before = $crate::dedup::sql::now_ms();
+                    let database = self.database_now_ms().await?;
+                    let after = $crate::dedup::sql::now_ms();
+                    Ok(database - (before + (after - before) / 2))
+                }
+
+                /// Runs one of the token-checked statements, binding the span
+                /// from now (if any), the key and the token; applied when it
+                /// matched the row.
                 async fn token_update(
                     &self,
                     statement: &str,
                     key: &str,
                     token: ClaimToken,
-                    until: Option<Duration>,
+                    span: Option<Duration>,
                 ) -> Result<Transition, StoreError> {
                     let key = RowKey::new(key);
-                    let now = now_ms();
                     let mut query = sqlx::query(statement);
-                    if let Some(until) = until {
-                        query = query.bind(deadline_ms(now, until));
+                    if let Some(span) = span {
+                        query = query.bind(span_ms(span));
                     }
                     let query = query
                         .bind(key.namespace)
                         .bind(key.id)
-                        .bind(token.to_hex())
-                        .bind(now);
-                    let done = within(self.command_timeout, query.execute(&self.pool)).await?;
+                        .bind(token.to_hex());
+                    let (_turn, mut connection) = self.connection().await?;
+                    let done = within(self.command_timeout, query.execute(&mut *connection)).await?;
                     Ok(if done.rows_affected() > 0 {
                         Transition::Applied
                     } else {
@@ -596,9 +749,13 @@ macro_rules! sql_store {
                 ) -> Result<Claim, StoreError> {
                     let key = RowKey::new(key);
                     let mine = token.to_hex();
-                    within(self.command_timeout, self.claim_row(&key, &mine, lease))
-                        .await?
-                        .outcome()
+                    let (_turn, mut connection) = self.connection().await?;
+                    within(
+                        self.command_timeout,
+                        self.claim_row(&mut connection, &key, &mine, span_ms(lease)),
+                    )
+                    .await?
+                    .outcome()
                 }
 
                 async fn complete(
@@ -641,28 +798,27 @@ macro_rules! sql_store {
 pub(crate) use sql_store;
 
 /// The `claim_row` of a backend whose claim is one
-/// `INSERT … RETURNING state, token, expires_at` statement (PostgreSQL,
-/// SQLite), bound with namespace, id, token, the lease's end and now;
-/// `$state` is the type the `state` column decodes to.
+/// `INSERT … RETURNING state, token, expires_at, now` statement (PostgreSQL,
+/// SQLite) on a connection of database `$db`, bound with namespace, id,
+/// token and the lease (ms); `$state` is the type the `state` column decodes to.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 macro_rules! claim_returning {
-    ($store:ident, $state:ty) => {
+    ($store:ident, $db:ty, $state:ty) => {
         impl $store {
             async fn claim_row(
                 &self,
+                connection: &mut ::sqlx::pool::PoolConnection<$db>,
                 key: &$crate::dedup::sql::RowKey,
                 token: &str,
-                lease: ::std::time::Duration,
+                lease_ms: i64,
             ) -> Result<$crate::dedup::sql::ClaimedRow, ::sqlx::Error> {
-                let now = $crate::dedup::sql::now_ms();
-                let (state, held, expires_at): ($state, String, i64) =
+                let (state, held, expires_at, now): ($state, String, i64, i64) =
                     ::sqlx::query_as(&self.sql.claim)
                         .bind(&key.namespace)
                         .bind(&key.id)
                         .bind(token)
-                        .bind($crate::dedup::sql::deadline_ms(now, lease))
-                        .bind(now)
-                        .fetch_one(&self.pool)
+                        .bind(lease_ms)
+                        .fetch_one(&mut **connection)
                         .await?;
                 let holds = held == token;
                 Ok($crate::dedup::sql::ClaimedRow::new(
@@ -729,9 +885,280 @@ impl Drop for PurgeTask {
     }
 }
 
+/// How often the stores opened by [`store_from_url`](crate::dedup::store_from_url) purge.
+pub const URL_PURGE_INTERVAL: Duration = Duration::from_secs(3_600);
+
+/// A store with its purge task: the task stops when the last handle on the
+/// store is dropped. What [`store_from_url`](crate::dedup::store_from_url)
+/// returns for the SQL backends.
+pub(crate) struct Purging<S> {
+    store: S,
+    _purge: PurgeTask,
+}
+
+impl<S> Purging<S> {
+    pub(crate) fn new(store: S, purge: PurgeTask) -> Self {
+        Self {
+            store,
+            _purge: purge,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: super::DedupStore> super::DedupStore for Purging<S> {
+    async fn claim(
+        &self,
+        key: &str,
+        token: super::ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        self.store.claim(key, token, lease).await
+    }
+    async fn complete(
+        &self,
+        key: &str,
+        token: super::ClaimToken,
+        retention: Duration,
+    ) -> Result<super::Transition, StoreError> {
+        self.store.complete(key, token, retention).await
+    }
+    async fn release(
+        &self,
+        key: &str,
+        token: super::ClaimToken,
+    ) -> Result<super::Transition, StoreError> {
+        self.store.release(key, token).await
+    }
+    async fn extend(
+        &self,
+        key: &str,
+        token: super::ClaimToken,
+        lease: Duration,
+    ) -> Result<super::Transition, StoreError> {
+        self.store.extend(key, token, lease).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::cell::Cell;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use crate::dedup::{ClaimToken, DedupStore, Transition};
+
+    thread_local! {
+        /// How far this thread's application clock is off, while a
+        /// [`Skewed`] future is polled.
+        pub(super) static APP_CLOCK_SKEW_MS: Cell<i64> = const { Cell::new(0) };
+    }
+
+    /// Polls `inner` as an instance whose clock is `skew_ms` off would.
+    struct Skewed<F> {
+        skew_ms: i64,
+        inner: Pin<Box<F>>,
+    }
+
+    impl<F: Future> Future for Skewed<F> {
+        type Output = F::Output;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+            let previous = APP_CLOCK_SKEW_MS.replace(self.skew_ms);
+            let result = self.inner.as_mut().poll(cx);
+            APP_CLOCK_SKEW_MS.set(previous);
+            result
+        }
+    }
+
+    fn skewed<F: Future>(skew: i64, inner: F) -> Skewed<F> {
+        Skewed {
+            skew_ms: skew,
+            inner: Box::pin(inner),
+        }
+    }
+
+    const HOUR: i64 = 3_600_000;
+
+    /// Two instances on one table whose application clocks are an hour
+    /// apart (far more than any lease) still exclude each other, and each
+    /// sees the other's completions and expiries as they really are.
+    async fn skewed_instances_exclude_each_other(a: &dyn DedupStore, b: &dyn DedupStore) {
+        let lease = Duration::from_secs(30);
+        let day = Duration::from_secs(86_400);
+        let fresh = || format!("webhooks:skew:{}", ClaimToken::random().to_hex());
+
+        // B runs an hour ahead: A's live claim is not taken over.
+        let key = fresh();
+        let mine = ClaimToken::random();
+        assert_eq!(a.claim(&key, mine, lease).await.unwrap(), Claim::Claimed);
+        let theirs = skewed(HOUR, b.claim(&key, ClaimToken::random(), lease)).await;
+        assert!(
+            matches!(theirs.unwrap(), Claim::InFlight { .. }),
+            "B (+1 h) took over a live claim"
+        );
+        // An instance ahead can still complete its own claim.
+        let key = fresh();
+        let token = ClaimToken::random();
+        assert_eq!(
+            skewed(HOUR, b.claim(&key, token, lease)).await.unwrap(),
+            Claim::Claimed
+        );
+        let done = skewed(HOUR, b.complete(&key, token, day)).await.unwrap();
+        assert_eq!(
+            done,
+            Transition::Applied,
+            "B (+1 h) could not complete its own claim"
+        );
+        assert_eq!(
+            a.claim(&key, ClaimToken::random(), lease).await.unwrap(),
+            Claim::Completed
+        );
+
+        // B runs an hour behind: its claim is not dead for A.
+        let key = fresh();
+        let token = ClaimToken::random();
+        assert_eq!(
+            skewed(-HOUR, b.claim(&key, token, lease)).await.unwrap(),
+            Claim::Claimed
+        );
+        let ours = a.claim(&key, ClaimToken::random(), lease).await.unwrap();
+        assert!(
+            matches!(ours, Claim::InFlight { .. }),
+            "A took over the claim of B (-1 h): {ours:?}"
+        );
+        let done = skewed(-HOUR, b.complete(&key, token, day)).await.unwrap();
+        assert_eq!(done, Transition::Applied);
+        assert_eq!(
+            a.claim(&key, ClaimToken::random(), lease).await.unwrap(),
+            Claim::Completed
+        );
+
+        // A short lease of A really runs out for B (-1 h): B takes over.
+        let key = fresh();
+        let short = Duration::from_millis(300);
+        assert_eq!(
+            a.claim(&key, ClaimToken::random(), short).await.unwrap(),
+            Claim::Claimed
+        );
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        let theirs = skewed(-HOUR, b.claim(&key, ClaimToken::random(), lease))
+            .await
+            .unwrap();
+        assert_eq!(
+            theirs,
+            Claim::Claimed,
+            "B (-1 h) waits an hour for an expired lease"
+        );
+    }
+
+    /// `env`'s URL (or `default`) when its server accepts connections;
+    /// `None` (skipped, said on stderr) without one, a panic under `CI=true`.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    async fn server_url(env: &str, default: &str) -> Option<String> {
+        let url = std::env::var(env).unwrap_or_else(|_| default.to_owned());
+        let authority = url.split_once("://").map(|(_, rest)| {
+            let end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let start = rest[..end].rfind('@').map_or(0, |at| at + 1);
+            rest[start..end].to_owned()
+        })?;
+        let reachable = matches!(
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                tokio::net::TcpStream::connect(&authority)
+            )
+            .await,
+            Ok(Ok(_))
+        );
+        let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+        if !reachable {
+            assert!(!ci, "{env}: {authority} is not reachable, and CI=true");
+            eprintln!("SKIPPED: {authority} ({env}) is not reachable");
+            return None;
+        }
+        Some(url)
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn sqlite_instances_with_skewed_clocks_exclude_each_other() {
+        let path = std::env::temp_dir().join(format!(
+            "webhooks-dedup-skew-{}.db",
+            ClaimToken::random().to_hex()
+        ));
+        let url = format!("sqlite://{}", path.display());
+        let a = SqliteStore::connect(&url).await.unwrap();
+        a.migrate().await.unwrap();
+        let b = SqliteStore::connect(&url).await.unwrap();
+        skewed_instances_exclude_each_other(&a, &b).await;
+        a.pool().close().await;
+        b.pool().close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test]
+    async fn postgres_instances_with_skewed_clocks_exclude_each_other() {
+        let Some(url) = server_url(
+            "WEBHOOKS_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        )
+        .await
+        else {
+            return;
+        };
+        let table = format!("dedup_skew_{}", &ClaimToken::random().to_hex()[..12]);
+        let a = PostgresStore::builder(&url)
+            .table(&table)
+            .connect()
+            .await
+            .unwrap();
+        a.migrate().await.unwrap();
+        let b = PostgresStore::builder(&url)
+            .table(&table)
+            .connect()
+            .await
+            .unwrap();
+        skewed_instances_exclude_each_other(&a, &b).await;
+        let drop_table = format!("DROP TABLE \"{table}\"");
+        sqlx::query(&drop_table).execute(a.pool()).await.unwrap();
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test]
+    async fn mysql_instances_with_skewed_clocks_exclude_each_other() {
+        let Some(url) = server_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test").await
+        else {
+            return;
+        };
+        let table = format!("dedup_skew_{}", &ClaimToken::random().to_hex()[..12]);
+        let a = MySqlStore::builder(&url)
+            .table(&table)
+            .connect()
+            .await
+            .unwrap();
+        a.migrate().await.unwrap();
+        let b = MySqlStore::builder(&url)
+            .table(&table)
+            .connect()
+            .await
+            .unwrap();
+        skewed_instances_exclude_each_other(&a, &b).await;
+        let drop_table = format!("DROP TABLE `{table}`");
+        sqlx::query(&drop_table).execute(a.pool()).await.unwrap();
+    }
+
+    #[test]
+    fn a_skewed_future_sets_the_clock_only_while_polled() {
+        let before = now_ms();
+        let inside =
+            futures_util::FutureExt::now_or_never(skewed(HOUR, async { now_ms() })).unwrap();
+        assert!(inside - before >= HOUR - 1_000, "{inside} vs {before}");
+        assert!(now_ms() - before < 1_000);
+    }
 
     #[test]
     fn table_names_are_plain_identifiers() {

@@ -3,10 +3,12 @@
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
+use sqlx::Connection as _;
 use sqlx::Row as _;
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlPool};
+use sqlx::pool::PoolConnection;
 
-use super::{ClaimedRow, IN_FLIGHT, RowKey, Statements, deadline_ms, now_ms, sql_store, within};
+use super::{ClaimedRow, IN_FLIGHT, RowKey, Statements, purgeable, sql_store, within};
 use crate::dedup::StoreError;
 use crate::dedup::url::OpenError;
 
@@ -24,12 +26,13 @@ sql_store! {
     /// So a claim is one short transaction of two statements on one connection:
     ///
     /// ```sql
-    /// INSERT INTO t (namespace, id, state, token, expires_at) VALUES (?, ?, 1, ?, ?)
+    /// -- now: TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000, the database's clock
+    /// INSERT INTO t (namespace, id, state, token, expires_at) VALUES (?, ?, 1, :token, now + :lease)
     /// ON DUPLICATE KEY UPDATE
-    ///   state      = IF(expires_at <= :now, 1, state),
-    ///   token      = IF(expires_at <= :now, :token, token),
-    ///   expires_at = IF(expires_at <= :now, :until, expires_at);  -- last: see below
-    /// SELECT state, token, expires_at FROM t WHERE namespace = ? AND id = ? FOR UPDATE;
+    ///   state      = IF(expires_at <= now, 1, state),
+    ///   token      = IF(expires_at <= now, :token, token),
+    ///   expires_at = IF(expires_at <= now, now + :lease, expires_at);  -- last: see below
+    /// SELECT state, token, expires_at, now FROM t WHERE namespace = ? AND id = ? FOR UPDATE;
     /// ```
     ///
     /// The `INSERT` either creates the row or, on the duplicate, takes InnoDB's
@@ -43,9 +46,11 @@ sql_store! {
     /// victim is retried (at most 5 times, within the command timeout).
     ///
     /// `complete`, `release` and `extend` are single `UPDATE` / `DELETE`
-    /// statements matching the token, the in-flight state and an unexpired lease;
-    /// with `CLIENT_FOUND_ROWS` their affected-row count is the number of rows
-    /// matched, which is what they report.
+    /// statements matching the token and the in-flight state; with
+    /// `CLIENT_FOUND_ROWS` their affected-row count is the number of rows
+    /// matched, which is what they report. Every statement reads the
+    /// database's clock (`UTC_TIMESTAMP(6)`, evaluated once per statement and
+    /// independent of the session's time zone).
     ///
     /// Keys are stored as `VARBINARY`, compared byte for byte (not through a
     /// case-insensitive collation). The pool's sessions use `READ COMMITTED` and an
@@ -96,12 +101,15 @@ sql_store! {
     /// variables) apply.
     fn new;
 
-    /// How long opening a connection may take, the pool's acquire timeout
-    /// (default [`MySqlStore::DEFAULT_CONNECT_TIMEOUT`]).
+    /// How long getting a connection may take (a free pooled one, or a new
+    /// one opened): the pool's acquire timeout (default
+    /// [`MySqlStore::DEFAULT_CONNECT_TIMEOUT`]).
     fn connect_timeout;
 
-    /// How long one store operation may take, waiting for a pooled
-    /// connection included (default [`MySqlStore::DEFAULT_COMMAND_TIMEOUT`]).
+    /// How long one store operation may take once it has a connection
+    /// (default [`MySqlStore::DEFAULT_COMMAND_TIMEOUT`]); the wait for a pooled
+    /// connection is bounded by the connect timeout instead, so that a burst
+    /// queueing for the pool does not time out statements that would run fast.
     fn command_timeout;
 
     /// The pool's maximum number of connections (default 10).
@@ -123,23 +131,31 @@ struct ClaimStatements {
     read: String,
 }
 
+/// The database's clock in epoch milliseconds: UTC (no time zone
+/// conversion), one value per statement.
+const NOW: &str = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
+
 fn statements(table: &str) -> Statements<ClaimStatements> {
     let t = format!("`{table}`");
     let claim = ClaimStatements {
         upsert: format!(
             "INSERT INTO {t} (namespace, id, state, token, expires_at) \
-             VALUES (?, ?, {IN_FLIGHT}, ?, ?) \
+             VALUES (?, ?, {IN_FLIGHT}, ?, {NOW} + ?) \
              ON DUPLICATE KEY UPDATE \
-             state = IF(expires_at <= ?, {IN_FLIGHT}, state), \
-             token = IF(expires_at <= ?, ?, token), \
-             expires_at = IF(expires_at <= ?, ?, expires_at)"
+             state = IF(expires_at <= {NOW}, {IN_FLIGHT}, state), \
+             token = IF(expires_at <= {NOW}, ?, token), \
+             expires_at = IF(expires_at <= {NOW}, {NOW} + ?, expires_at)"
         ),
         read: format!(
-            "SELECT state, token, expires_at FROM {t} WHERE namespace = ? AND id = ? FOR UPDATE"
+            "SELECT state, token, expires_at, {NOW} FROM {t} \
+             WHERE namespace = ? AND id = ? FOR UPDATE"
         ),
     };
-    let purge = format!("DELETE FROM {t} WHERE expires_at <= ? ORDER BY expires_at LIMIT ?");
-    Statements::new(table, &t, |_| "?".to_owned(), claim, purge)
+    let purge = format!(
+        "DELETE FROM {t} WHERE {} ORDER BY expires_at LIMIT ?",
+        purgeable(NOW)
+    );
+    Statements::new(table, &t, |_| "?".to_owned(), NOW, claim, purge)
 }
 
 impl MySqlStoreBuilder {
@@ -217,17 +233,14 @@ impl MySqlStore {
     /// The claim, retried when InnoDB picks it as a deadlock victim.
     async fn claim_row(
         &self,
+        connection: &mut PoolConnection<MySql>,
         key: &RowKey,
         token: &str,
-        lease: Duration,
+        lease_ms: i64,
     ) -> Result<ClaimedRow, sqlx::Error> {
         let mut attempts = 0;
         loop {
-            let now = now_ms();
-            match self
-                .claim_once(key, token, deadline_ms(now, lease), now)
-                .await
-            {
+            match self.claim_once(connection, key, token, lease_ms).await {
                 Err(error) if is_deadlock(&error) && attempts < DEADLOCK_RETRIES => {
                     attempts += 1;
                 }
@@ -239,22 +252,19 @@ impl MySqlStore {
     /// One claim transaction: the row as it left it.
     async fn claim_once(
         &self,
+        connection: &mut PoolConnection<MySql>,
         key: &RowKey,
         token: &str,
-        until: i64,
-        now: i64,
+        lease_ms: i64,
     ) -> Result<ClaimedRow, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = connection.begin().await?;
         sqlx::query(&self.sql.claim.upsert)
             .bind(&key.namespace)
             .bind(&key.id)
             .bind(token)
-            .bind(until)
-            .bind(now)
-            .bind(now)
+            .bind(lease_ms)
             .bind(token)
-            .bind(now)
-            .bind(until)
+            .bind(lease_ms)
             .execute(&mut *tx)
             .await?;
         let row = sqlx::query(&self.sql.claim.read)
@@ -265,6 +275,7 @@ impl MySqlStore {
         // The token column is `ascii_bin`, which MySQL reports as binary.
         let state: i8 = row.try_get(0)?;
         let held: Vec<u8> = row.try_get(1)?;
+        let now: i64 = row.try_get(3)?;
         let claimed = ClaimedRow::new(now, state, held == token.as_bytes(), row.try_get(2)?);
         tx.commit().await?;
         Ok(claimed)

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
-use super::{IN_FLIGHT, Statements, claim_returning, sql_store, within};
+use super::{IN_FLIGHT, Statements, claim_returning, purgeable, sql_store, within};
 use crate::dedup::StoreError;
 use crate::dedup::url::OpenError;
 
@@ -15,12 +15,13 @@ sql_store! {
     /// Claim is one statement, atomic under any concurrency:
     ///
     /// ```sql
-    /// INSERT INTO t AS d (namespace, id, state, token, expires_at) VALUES ($1, $2, 1, $3, $4)
+    /// -- now: (EXTRACT(EPOCH FROM statement_timestamp()) * 1000)::BIGINT, the database's clock
+    /// INSERT INTO t AS d (namespace, id, state, token, expires_at) VALUES ($1, $2, 1, $3, now + $4)
     /// ON CONFLICT (namespace, id) DO UPDATE SET
-    ///   state      = CASE WHEN d.expires_at <= $5 THEN 1 ELSE d.state END,
-    ///   token      = CASE WHEN d.expires_at <= $5 THEN excluded.token ELSE d.token END,
-    ///   expires_at = CASE WHEN d.expires_at <= $5 THEN excluded.expires_at ELSE d.expires_at END
-    /// RETURNING state, token, expires_at
+    ///   state      = CASE WHEN d.expires_at <= now THEN 1 ELSE d.state END,
+    ///   token      = CASE WHEN d.expires_at <= now THEN excluded.token ELSE d.token END,
+    ///   expires_at = CASE WHEN d.expires_at <= now THEN excluded.expires_at ELSE d.expires_at END
+    /// RETURNING state, token, expires_at, now
     /// ```
     ///
     /// A new key is inserted; a live row is locked and written back unchanged;
@@ -28,8 +29,9 @@ sql_store! {
     /// statement returns the row as it now is, and the caller holds the claim
     /// exactly when the returned token is its own. (Answering a duplicate writes
     /// a row version, a cost paid only by duplicates.) `complete`, `release` and
-    /// `extend` are `UPDATE` / `DELETE` statements that match the token, the
-    /// in-flight state and an unexpired lease. See the [module docs](crate::dedup::sql)
+    /// `extend` are `UPDATE` / `DELETE` statements that match the token and the
+    /// in-flight state. Every statement reads the database's clock
+    /// (`statement_timestamp()`, one value per statement). See the [module docs](crate::dedup::sql)
     /// for the table, the clock and the timeouts; `command_timeout` is also set
     /// as the session's `statement_timeout` (a startup option: behind PgBouncer,
     /// list `options` in its `ignore_startup_parameters`).
@@ -76,12 +78,15 @@ sql_store! {
     /// timeout. The pool's own settings (acquire timeout, size) apply.
     fn new;
 
-    /// How long opening a connection may take, the pool's acquire timeout
-    /// (default [`PostgresStore::DEFAULT_CONNECT_TIMEOUT`]).
+    /// How long getting a connection may take (a free pooled one, or a new
+    /// one opened): the pool's acquire timeout (default
+    /// [`PostgresStore::DEFAULT_CONNECT_TIMEOUT`]).
     fn connect_timeout;
 
-    /// How long one store operation may take, waiting for a pooled
-    /// connection included (default [`PostgresStore::DEFAULT_COMMAND_TIMEOUT`]).
+    /// How long one store operation may take once it has a connection
+    /// (default [`PostgresStore::DEFAULT_COMMAND_TIMEOUT`]); the wait for a pooled
+    /// connection is bounded by the connect timeout instead, so that a burst
+    /// queueing for the pool does not time out statements that would run fast.
     fn command_timeout;
 
     /// The pool's maximum number of connections (default 10).
@@ -97,25 +102,30 @@ sql_store! {
     fn purge_expired;
 }
 
-claim_returning!(PostgresStore, i16);
+claim_returning!(PostgresStore, sqlx::Postgres, i16);
+
+/// The database's clock in epoch milliseconds: the statement's start, one
+/// value however often a statement reads it.
+const NOW: &str = "(EXTRACT(EPOCH FROM statement_timestamp()) * 1000)::BIGINT";
 
 fn statements(table: &str) -> Statements {
     let t = format!("\"{table}\"");
     let claim = format!(
         "INSERT INTO {t} AS d (namespace, id, state, token, expires_at) \
-         VALUES ($1, $2, {IN_FLIGHT}, $3, $4) \
+         VALUES ($1, $2, {IN_FLIGHT}, $3, {NOW} + $4) \
          ON CONFLICT (namespace, id) DO UPDATE SET \
-         state = CASE WHEN d.expires_at <= $5 THEN {IN_FLIGHT} ELSE d.state END, \
-         token = CASE WHEN d.expires_at <= $5 THEN excluded.token ELSE d.token END, \
-         expires_at = CASE WHEN d.expires_at <= $5 THEN excluded.expires_at ELSE d.expires_at END \
-         RETURNING state, token, expires_at"
+         state = CASE WHEN d.expires_at <= {NOW} THEN {IN_FLIGHT} ELSE d.state END, \
+         token = CASE WHEN d.expires_at <= {NOW} THEN excluded.token ELSE d.token END, \
+         expires_at = CASE WHEN d.expires_at <= {NOW} THEN excluded.expires_at ELSE d.expires_at END \
+         RETURNING state, token, expires_at, {NOW}"
     );
+    let dead = purgeable(NOW);
     let purge = format!(
         "DELETE FROM {t} WHERE (namespace, id) IN \
-         (SELECT namespace, id FROM {t} WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED) \
-         AND expires_at <= $1"
+         (SELECT namespace, id FROM {t} WHERE {dead} LIMIT $1 FOR UPDATE SKIP LOCKED) \
+         AND {dead}"
     );
-    Statements::new(table, &t, |n| format!("${n}"), claim, purge)
+    Statements::new(table, &t, |n| format!("${n}"), NOW, claim, purge)
 }
 
 impl PostgresStoreBuilder {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
 
-use super::{IN_FLIGHT, Statements, claim_returning, sql_store, within};
+use super::{IN_FLIGHT, Statements, claim_returning, purgeable, sql_store, within};
 use crate::dedup::StoreError;
 use crate::dedup::url::OpenError;
 
@@ -48,7 +48,7 @@ sql_store! {
     /// Builds a [`SqliteStore`] from a URL; see [`SqliteStore::builder`].
     #[derive(Debug)]
     pub struct SqliteStoreBuilder {
-        max_connections: 4,
+        max_connections: 1,
         debug: derived,
     }
 
@@ -68,17 +68,22 @@ sql_store! {
     /// timeout. Open that pool in WAL mode with a busy timeout.
     fn new;
 
-    /// How long opening the file may take, the pool's acquire timeout
-    /// (default [`SqliteStore::DEFAULT_CONNECT_TIMEOUT`]).
+    /// How long opening the file, or waiting for the connection while other
+    /// operations use it, may take: the pool's acquire timeout (default
+    /// [`SqliteStore::DEFAULT_CONNECT_TIMEOUT`]).
     fn connect_timeout;
 
-    /// How long one store operation may take, waiting for the write lock
-    /// (the busy timeout) and a pooled connection included (default
-    /// [`SqliteStore::DEFAULT_COMMAND_TIMEOUT`]).
+    /// How long one statement may take once it has the connection, waiting
+    /// for the write lock held by another process (the busy timeout)
+    /// included (default [`SqliteStore::DEFAULT_COMMAND_TIMEOUT`]). The wait
+    /// for the connection is bounded by the connect timeout.
     fn command_timeout;
 
-    /// The pool's maximum number of connections (default 4; SQLite has one
-    /// writer at a time, so more rarely helps).
+    /// The pool's maximum number of connections (default 1). Every operation
+    /// writes, and SQLite has one writer at a time: with more connections they
+    /// wait for its write lock by polling (the busy timeout's sleeps), which
+    /// under load is slower and less fair than queueing for the one
+    /// connection.
     fn max_connections;
 
     /// Deletes every row that had expired when called, `batch` rows per
@@ -91,24 +96,29 @@ sql_store! {
     fn purge_expired;
 }
 
-claim_returning!(SqliteStore, i64);
+claim_returning!(SqliteStore, sqlx::Sqlite, i64);
+
+/// The host's clock in epoch milliseconds, read by SQLite: one value within
+/// a statement (`'now'` is stable within one step).
+const NOW: &str = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
 fn statements(table: &str) -> Statements {
     let t = format!("\"{table}\"");
     let claim = format!(
         "INSERT INTO {t} AS d (namespace, id, state, token, expires_at) \
-         VALUES (?1, ?2, {IN_FLIGHT}, ?3, ?4) \
+         VALUES (?1, ?2, {IN_FLIGHT}, ?3, {NOW} + ?4) \
          ON CONFLICT (namespace, id) DO UPDATE SET \
-         state = CASE WHEN d.expires_at <= ?5 THEN {IN_FLIGHT} ELSE d.state END, \
-         token = CASE WHEN d.expires_at <= ?5 THEN excluded.token ELSE d.token END, \
-         expires_at = CASE WHEN d.expires_at <= ?5 THEN excluded.expires_at ELSE d.expires_at END \
-         RETURNING state, token, expires_at"
+         state = CASE WHEN d.expires_at <= {NOW} THEN {IN_FLIGHT} ELSE d.state END, \
+         token = CASE WHEN d.expires_at <= {NOW} THEN excluded.token ELSE d.token END, \
+         expires_at = CASE WHEN d.expires_at <= {NOW} THEN excluded.expires_at ELSE d.expires_at END \
+         RETURNING state, token, expires_at, {NOW}"
     );
     let purge = format!(
         "DELETE FROM {t} WHERE rowid IN \
-         (SELECT rowid FROM {t} WHERE expires_at <= ?1 LIMIT ?2)"
+         (SELECT rowid FROM {t} WHERE {} LIMIT ?1)",
+        purgeable(NOW)
     );
-    Statements::new(table, &t, |n| format!("?{n}"), claim, purge)
+    Statements::new(table, &t, |n| format!("?{n}"), NOW, claim, purge)
 }
 
 impl SqliteStoreBuilder {

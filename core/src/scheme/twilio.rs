@@ -1,0 +1,304 @@
+//! [Twilio](https://www.twilio.com/docs/usage/webhooks/webhooks-security#validating-signatures-from-twilio)
+//! request validation: `X-Twilio-Signature: <base64 HMAC-SHA1>` of the full
+//! URL Twilio called followed by the form parameters sorted by name, each
+//! name then value; for a JSON body, of the URL alone, which carries the
+//! body's hex SHA-256 in its `bodySHA256` query parameter. Keyed with the
+//! account's auth token.
+//!
+//! The URL is rebuilt with a [`PublicUrl`]: Twilio signs what it called,
+//! not what a proxy forwarded. As Twilio's own validators do, the URL is
+//! also tried with the default port added (`:443`/`:80`) or, when it has
+//! one, removed. Twilio signs no timestamp: [`Verified::id`] is
+//! `I-Twilio-Idempotency-Token`, for the pipeline's deduplication.
+//!
+//! ```
+//! use std::time::SystemTime;
+//! use webhooks_core::{PublicUrl, RequestHead, Verifier, VerifyError, scheme::Twilio};
+//!
+//! let twilio = Twilio::builder()
+//!     .auth_token("12345")
+//!     .public_url(PublicUrl::base("https://mycompany.com")?)
+//!     .build()?;
+//! let body = b"CallSid=CA1234567890ABCDE&Digits=1234";
+//! let headers = twilio.sign_headers("https://mycompany.com/voice?foo=1", body)?;
+//! let head = RequestHead::from_path_and_query("/voice?foo=1", &headers);
+//! assert!(twilio.verify_head(head, body, SystemTime::now()).is_ok());
+//!
+//! let elsewhere = RequestHead::from_path_and_query("/voice?foo=2", &headers);
+//! assert_eq!(
+//!     twilio.verify_head(elsewhere, body, SystemTime::now()),
+//!     Err(VerifyError::NoMatchingSignature)
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::time::SystemTime;
+
+use hmac::Mac as _;
+use http::{HeaderMap, HeaderName};
+use sha2::{Digest as _, Sha256};
+
+use super::provider::{HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params};
+use super::{
+    SecretList, Secrets, ct_eq, encode_base64, encode_hex, header, optional_header, signed_headers,
+};
+use crate::{
+    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
+};
+
+const SIGNATURE: &str = "x-twilio-signature";
+const IDEMPOTENCY: &str = "i-twilio-idempotency-token";
+static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
+static IDEMPOTENCY_NAME: HeaderName = HeaderName::from_static(IDEMPOTENCY);
+const SCHEME: &str = "twilio";
+
+/// Verifies [Twilio](https://www.twilio.com/docs/usage/webhooks/webhooks-security)
+/// webhooks (status callbacks, incoming messages and calls…).
+///
+/// `X-Twilio-Signature` missing or not base64 of 20 bytes is a `400`; a
+/// form body that cannot be decoded is a `400`; a signature matching no
+/// auth token, or a JSON body whose SHA-256 is not the URL's `bodySHA256`,
+/// is a `401`.
+#[derive(Clone)]
+pub struct Twilio {
+    secrets: Secrets<HmacSha1>,
+    public_url: PublicUrl,
+}
+
+debug_fields!(Twilio: secrets, public_url);
+
+/// What Twilio signed after the URL.
+enum Params {
+    /// A JSON body: nothing; its digest is in the URL.
+    None,
+    /// A form body, decoded and sorted.
+    Form(Vec<(String, String)>),
+}
+
+fn feed(mac: &mut HmacSha1, url: &str, params: &Params) {
+    mac.update(url.as_bytes());
+    if let Params::Form(pairs) = params {
+        for (name, value) in pairs {
+            mac.update(name.as_bytes());
+            mac.update(value.as_bytes());
+        }
+    }
+}
+
+/// The value of the `bodySHA256` query parameter, if the URL has one.
+fn body_sha256(url: &str) -> Option<&str> {
+    let query = url.split_once('?')?.1;
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("bodySHA256="))
+}
+
+/// The URL as given and with its port toggled: removed when present, the
+/// scheme's default added when absent (Twilio's SDKs accept either).
+fn with_port_toggled(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let host_end = authority.rfind(']').map_or(0, |i| i + 1);
+    match authority[host_end..].rfind(':') {
+        Some(colon) => {
+            let host = &authority[..host_end + colon];
+            Some(format!("{scheme}://{host}{tail}"))
+        }
+        None => {
+            let port = match scheme {
+                "https" => 443,
+                "http" => 80,
+                _ => return None,
+            };
+            Some(format!("{scheme}://{authority}:{port}{tail}"))
+        }
+    }
+}
+
+impl Twilio {
+    /// A builder: add the auth token(s) and the [`PublicUrl`].
+    pub fn builder() -> TwilioBuilder {
+        TwilioBuilder::default()
+    }
+
+    fn params(url: &str, body: &[u8]) -> Result<Params, VerifyError> {
+        match body_sha256(url) {
+            Some(_) => Ok(Params::None),
+            None => sorted_form_params(body)
+                .map(Params::Form)
+                .ok_or(VerifyError::malformed(
+                    "content-type",
+                    "body is not form-encoded",
+                )),
+        }
+    }
+
+    /// The `X-Twilio-Signature` Twilio would send for a request to `url`
+    /// with `body`, signed with the first auth token. With a `bodySHA256`
+    /// query parameter the body is not signed (put its digest there, see
+    /// [`body_sha256_hex`](Self::body_sha256_hex)).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] when a form body cannot be decoded.
+    pub fn sign(&self, url: &str, body: &[u8]) -> Result<String, ConfigError> {
+        let params = Self::params(url, body).map_err(|_| ConfigError::Invalid {
+            what: "body",
+            reason: "not form-encoded",
+        })?;
+        Ok(encode_base64(&self.secrets.sign(|m| feed(m, url, &params))))
+    }
+
+    /// The hex SHA-256 of a JSON body, for the `bodySHA256` query parameter.
+    #[must_use]
+    pub fn body_sha256_hex(body: &[u8]) -> String {
+        encode_hex(&Sha256::digest(body))
+    }
+
+    /// The headers Twilio would send for a request to `url`.
+    ///
+    /// # Errors
+    ///
+    /// As [`sign`](Self::sign).
+    pub fn sign_headers(&self, url: &str, body: &[u8]) -> Result<HeaderMap, ConfigError> {
+        signed_headers([(SIGNATURE, &self.sign(url, body)?, "signature")])
+    }
+
+    /// Verifies a request to `url`, the full URL Twilio called.
+    ///
+    /// # Errors
+    ///
+    /// As [`Verifier::verify`].
+    pub fn verify_url(
+        &self,
+        url: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+        _now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        let value = header(headers, &SIGNATURE_NAME, SIGNATURE)?;
+        let mut signature = [0u8; MAX_MAC];
+        let signature = match decode_base64_into(value.trim(), &mut signature) {
+            Some(20) => &signature[..20],
+            _ => return Err(VerifyError::malformed(SIGNATURE, "not base64 of 20 bytes")),
+        };
+        let params = Self::params(url, body)?;
+        let toggled = with_port_toggled(url);
+        let index = std::iter::once(url)
+            .chain(toggled.as_deref())
+            .find_map(|url| {
+                self.secrets
+                    .first_match(signature, |m| feed(m, url, &params))
+            })
+            .ok_or(VerifyError::NoMatchingSignature)?;
+        if let Some(expected) = body_sha256(url) {
+            let actual = Self::body_sha256_hex(body);
+            if !ct_eq(actual.as_bytes(), expected.to_ascii_lowercase().as_bytes()) {
+                return Err(VerifyError::NoMatchingSignature);
+            }
+        }
+        Ok(Verified {
+            scheme: SCHEME,
+            id: optional_header(headers, &IDEMPOTENCY_NAME, IDEMPOTENCY)?.map(str::to_owned),
+            timestamp: None,
+            event_type: None,
+            matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity: Identity::Content,
+        })
+    }
+}
+
+impl Verifier for Twilio {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
+    /// Verifies without the request line: the URL is then the
+    /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`]; the receive
+    /// pipeline calls [`verify_head`](Verifier::verify_head).
+    fn verify(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        self.verify_head(RequestHead::new("", headers), body, now)
+    }
+
+    fn verify_head(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        self.verify_url(&head.url(&self.public_url)?, head.headers, body, now)
+    }
+}
+
+/// Builds a [`Twilio`] verifier.
+#[derive(Default)]
+#[must_use]
+pub struct TwilioBuilder {
+    secrets: SecretList<HmacSha1>,
+    public_url: Option<PublicUrl>,
+}
+
+debug_fields!(TwilioBuilder: secrets, public_url);
+
+impl TwilioBuilder {
+    /// Adds an auth token (the primary, or the secondary during a rotation).
+    pub fn auth_token(mut self, token: impl AsRef<[u8]>) -> Self {
+        self.secrets.push(token.as_ref());
+        self
+    }
+
+    /// Adds several auth tokens, in order.
+    pub fn auth_tokens<I>(self, tokens: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        tokens.into_iter().fold(self, Self::auth_token)
+    }
+
+    /// How to rebuild the URL Twilio called (required).
+    pub fn public_url(mut self, public_url: PublicUrl) -> Self {
+        self.public_url = Some(public_url);
+        self
+    }
+
+    /// The verifier.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] met while adding tokens,
+    /// [`ConfigError::NoKeys`] when none was added, [`ConfigError::Setting`]
+    /// without a public URL.
+    pub fn build(self) -> Result<Twilio, ConfigError> {
+        Ok(Twilio {
+            secrets: self.secrets.finish()?,
+            public_url: self.public_url.ok_or(ConfigError::Setting(
+                "public_url is required: Twilio signs the URL it called",
+            ))?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_toggle() {
+        let t = |u| with_port_toggled(u).unwrap();
+        assert_eq!(t("https://a.com/p?q"), "https://a.com:443/p?q");
+        assert_eq!(t("http://a.com"), "http://a.com:80");
+        assert_eq!(t("https://a.com:1234/p"), "https://a.com/p");
+        assert_eq!(t("https://[::1]:8443/p"), "https://[::1]/p");
+        assert_eq!(t("https://[::1]/p"), "https://[::1]:443/p");
+        assert_eq!(body_sha256("https://a/p?x=1&bodySHA256=ab"), Some("ab"));
+        assert_eq!(body_sha256("https://a/p?x=1"), None);
+    }
+}
