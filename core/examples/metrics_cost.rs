@@ -44,7 +44,9 @@ fn main() {
     let requests: Vec<http::request::Parts> = (0..n)
         .map(|i| {
             let (mut parts, ()) = http::Request::post("/hook").body(()).unwrap().into_parts();
-            parts.headers = verifier.sign_headers(&format!("msg_{i}"), now, &body).unwrap();
+            parts.headers = verifier
+                .sign_headers(&format!("msg_{i}"), now, &body)
+                .unwrap();
             parts
         })
         .collect();

@@ -199,12 +199,11 @@ async fn main() {
     }
 
     if wanted("redis") {
-        let redis =
-            RedisStore::builder(&env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379"))
-                .key_prefix(format!("dedup-bench:{}:", suffix()))
-                .connect_timeout(run.connect)
-                .connect()
-                .await;
+        let redis = RedisStore::builder(&env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379"))
+            .key_prefix(format!("dedup-bench:{}:", suffix()))
+            .connect_timeout(run.connect)
+            .connect()
+            .await;
         rows.push(("redis", bench_opened(redis, &run).await));
     }
 

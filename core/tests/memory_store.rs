@@ -40,7 +40,11 @@ async fn recent_completions_survive_at_capacity() {
         let key = format!("webhooks:test:msg_{i}");
         deliver(&store, &key).await;
         // The sender missed the 2xx and retries right away.
-        match store.claim(&key, ClaimToken::random(), LEASE).await.unwrap() {
+        match store
+            .claim(&key, ClaimToken::random(), LEASE)
+            .await
+            .unwrap()
+        {
             Claim::Completed => {}
             _ => rerun += 1,
         }
@@ -49,7 +53,12 @@ async fn recent_completions_survive_at_capacity() {
     let mut lost = 0;
     for i in 20 * CAPACITY - CAPACITY / 2..20 * CAPACITY {
         let key = format!("webhooks:test:msg_{i}");
-        if store.claim(&key, ClaimToken::random(), LEASE).await.unwrap() != Claim::Completed {
+        if store
+            .claim(&key, ClaimToken::random(), LEASE)
+            .await
+            .unwrap()
+            != Claim::Completed
+        {
             lost += 1;
         }
     }
@@ -92,27 +101,44 @@ async fn full_of_claims_refuses_then_makes_room_from_expired_leases() {
     for i in 0..9 {
         let key = format!("webhooks:test:long_{i}");
         assert_eq!(
-            store.claim(&key, ClaimToken::random(), LEASE).await.unwrap(),
+            store
+                .claim(&key, ClaimToken::random(), LEASE)
+                .await
+                .unwrap(),
             Claim::Claimed
         );
     }
     let short = ClaimToken::random();
     let lease = Duration::from_millis(50);
     assert_eq!(
-        store.claim("webhooks:test:short", short, lease).await.unwrap(),
+        store
+            .claim("webhooks:test:short", short, lease)
+            .await
+            .unwrap(),
         Claim::Claimed
     );
-    let refused = store.claim("webhooks:test:new", ClaimToken::random(), LEASE).await;
-    assert!(matches!(refused, Err(StoreError::Unavailable(_))), "{refused:?}");
+    let refused = store
+        .claim("webhooks:test:new", ClaimToken::random(), LEASE)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Unavailable(_))),
+        "{refused:?}"
+    );
     tokio::time::sleep(lease * 3).await;
     assert_eq!(
-        store.claim("webhooks:test:new", ClaimToken::random(), LEASE).await.unwrap(),
+        store
+            .claim("webhooks:test:new", ClaimToken::random(), LEASE)
+            .await
+            .unwrap(),
         Claim::Claimed
     );
     assert_eq!(store.len(), 10);
     // The expired claim was the one forgotten.
     assert_eq!(
-        store.complete("webhooks:test:short", short, RETENTION).await.unwrap(),
+        store
+            .complete("webhooks:test:short", short, RETENTION)
+            .await
+            .unwrap(),
         Transition::Stale
     );
 }
@@ -125,9 +151,15 @@ async fn late_complete_applies_until_someone_takes_over() {
     let lease = Duration::from_millis(50);
 
     let token = ClaimToken::random();
-    assert_eq!(store.claim("a", token, lease).await.unwrap(), Claim::Claimed);
+    assert_eq!(
+        store.claim("a", token, lease).await.unwrap(),
+        Claim::Claimed
+    );
     tokio::time::sleep(lease * 3).await;
-    assert_eq!(store.extend("a", token, lease).await.unwrap(), Transition::Applied);
+    assert_eq!(
+        store.extend("a", token, lease).await.unwrap(),
+        Transition::Applied
+    );
     tokio::time::sleep(lease * 3).await;
     assert_eq!(
         store.complete("a", token, RETENTION).await.unwrap(),
@@ -143,8 +175,14 @@ async fn late_complete_applies_until_someone_takes_over() {
     tokio::time::sleep(lease * 3).await;
     let new = ClaimToken::random();
     assert_eq!(store.claim("b", new, lease).await.unwrap(), Claim::Claimed);
-    assert_eq!(store.complete("b", old, RETENTION).await.unwrap(), Transition::Stale);
-    assert_eq!(store.extend("b", old, lease).await.unwrap(), Transition::Stale);
+    assert_eq!(
+        store.complete("b", old, RETENTION).await.unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(
+        store.extend("b", old, lease).await.unwrap(),
+        Transition::Stale
+    );
     assert_eq!(store.release("b", old).await.unwrap(), Transition::Stale);
     assert_eq!(
         store.complete("b", new, RETENTION).await.unwrap(),

@@ -200,13 +200,7 @@ fn bench(c: &mut Criterion) {
     let signature = value(&headers, "stripe-signature");
     let tag = unhex(signature.rsplit_once("v1=").unwrap().1);
     let stripe_key = keyed(STRIPE_SECRET.as_bytes());
-    let raw = || {
-        raw_hmac(
-            &stripe_key,
-            &[ts_text.as_bytes(), b".", &body],
-            &tag,
-        )
-    };
+    let raw = || raw_hmac(&stripe_key, &[ts_text.as_bytes(), b".", &body], &tag);
     let body_text = std::str::from_utf8(&body).unwrap();
     let now_secs = i64::try_from(TS).unwrap();
     let async_stripe = || {
@@ -252,7 +246,13 @@ fn bench(c: &mut Criterion) {
     let ours = Slack::new(SECRET).expect("slack verifier");
     let headers = ours.sign_headers(TS, &body).expect("slack headers");
     let tag = unhex(value(&headers, "x-slack-signature").trim_start_matches("v0="));
-    let raw = || raw_hmac(&secret_key, &[b"v0:", ts_text.as_bytes(), b":", &body], &tag);
+    let raw = || {
+        raw_hmac(
+            &secret_key,
+            &[b"v0:", ts_text.as_bytes(), b":", &body],
+            &tag,
+        )
+    };
     group(c, "slack", &raw, &ours, &headers, &body, &[]);
 
     // Shopify.

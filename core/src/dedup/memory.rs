@@ -401,7 +401,10 @@ impl DedupStore for MemoryStore {
         let now = self.now();
         let mut shard = self.shard(key);
         shard.sweep(now);
-        let existing = shard.map.get_key_value(key).map(|(k, s)| (Arc::clone(k), *s));
+        let existing = shard
+            .map
+            .get_key_value(key)
+            .map(|(k, s)| (Arc::clone(k), *s));
         match existing {
             Some((_, Slot { state, stamp })) => match state {
                 State::InFlight { lease_end, .. } if lease_end > now => Ok(Claim::InFlight {
@@ -410,7 +413,11 @@ impl DedupStore for MemoryStore {
                 State::Completed { until } if until > now => {
                     // Seen again: the sender still retries it, so it is the
                     // last completion to forget when the shard is full.
-                    if shard.completed.back().is_none_or(|last| last.stamp != stamp) {
+                    if shard
+                        .completed
+                        .back()
+                        .is_none_or(|last| last.stamp != stamp)
+                    {
                         let (stored, _) = existing.expect("matched Some");
                         shard.put(stored, state, Some(state));
                     }

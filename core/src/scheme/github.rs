@@ -149,8 +149,8 @@ impl Verifier for GitHub {
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        if !headers.contains_key(&SIGNATURE_256_NAME)
-            && !(self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME))
+        if !(headers.contains_key(&SIGNATURE_256_NAME)
+            || self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME))
         {
             return Err(VerifyError::MissingHeader(SIGNATURE_256));
         }

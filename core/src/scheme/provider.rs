@@ -41,7 +41,7 @@ pub(crate) fn intern(name: &str) -> &'static str {
 /// not hex or longer than `out`.
 pub(crate) fn decode_hex_into(s: &str, out: &mut [u8]) -> Option<usize> {
     let s = s.as_bytes();
-    if s.len() % 2 != 0 || s.len() / 2 > out.len() {
+    if !s.len().is_multiple_of(2) || s.len() / 2 > out.len() {
         return None;
     }
     for (byte, pair) in out.iter_mut().zip(s.chunks_exact(2)) {

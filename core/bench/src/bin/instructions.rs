@@ -99,7 +99,11 @@ fn run(workload: &str, n: usize) {
     let pipeline = |app: Router, ids: Vec<String>, expect: StatusCode| {
         let requests: Vec<_> = ids.iter().map(|id| request(&verifier, id, body)).collect();
         // Warm-up: a delivery of its own, except for duplicates (the first one).
-        let warm = if expect == StatusCode::OK { "msg_0" } else { "msg_warm" };
+        let warm = if expect == StatusCode::OK {
+            "msg_0"
+        } else {
+            "msg_warm"
+        };
         let first = request(&verifier, warm, body);
         runtime.block_on(async {
             // Warm-up (and, for duplicates, the first delivery).
@@ -128,7 +132,11 @@ fn run(workload: &str, n: usize) {
                 if workload == "raw" {
                     assert!(raw("msg_1", &ts_text, black_box(body), &tag));
                 } else {
-                    black_box(verifier.verify(black_box(&headers), black_box(body), at).unwrap());
+                    black_box(
+                        verifier
+                            .verify(black_box(&headers), black_box(body), at)
+                            .unwrap(),
+                    );
                 }
             }
             // Natively (not under callgrind), a rough timing too.

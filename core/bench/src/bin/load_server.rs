@@ -217,11 +217,13 @@ fn actix_server(config: Config, port: u16, namespace: &str) {
                 (_, None) => App::new().route("/hook", web::post().to(bare)),
                 // actix's own `web::Bytes` limit (256 KiB) would refuse
                 // verified bodies the layer accepted: the layer's applies.
-                (_, Some(receiver)) => App::new().app_data(web::PayloadConfig::new(2 << 20)).service(
-                    web::resource("/hook")
-                        .wrap(Webhooks::from_receiver(receiver))
-                        .route(web::post().to(bare)),
-                ),
+                (_, Some(receiver)) => App::new()
+                    .app_data(web::PayloadConfig::new(2 << 20))
+                    .service(
+                        web::resource("/hook")
+                            .wrap(Webhooks::from_receiver(receiver))
+                            .route(web::post().to(bare)),
+                    ),
             }
         })
         .bind(("127.0.0.1", port))

@@ -36,10 +36,15 @@ use webhooks_core::scheme::StandardWebhooks;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const BODY_LEN: usize = 1024;
-const CONFIGS: [&str; 7] = ["bare", "verify", "dedup", "dup", "peer", "redis", "postgres"];
+const CONFIGS: [&str; 7] = [
+    "bare", "verify", "dedup", "dup", "peer", "redis", "postgres",
+];
 const LABELS: [(&str, &str); 7] = [
     ("bare", "bare route reading the body"),
-    ("peer", "`standardwebhooks` crate verifying inside the handler"),
+    (
+        "peer",
+        "`standardwebhooks` crate verifying inside the handler",
+    ),
     ("verify", "layer, verification only (`no_dedup`)"),
     ("dedup", "layer + in-process dedup (default)"),
     ("dup", "layer + in-process dedup, duplicates only"),
@@ -204,7 +209,10 @@ impl Server {
         // Wait until it accepts connections.
         let started = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "server never listened");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "server never listened"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Self { child }
@@ -230,9 +238,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.pid().to_string())
-            .status();
+        let _ = Command::new("kill").arg(self.pid().to_string()).status();
         let _ = self.child.wait();
     }
 }
@@ -280,7 +286,10 @@ fn run_one(o: &Options, dir: &Path, framework: &str, config: &str, tag: &str) ->
     let port = 18_000 + (std::process::id() % 1000) as u16;
     let namespace = format!("lb{tag}");
     if config == "postgres" {
-        let url = env_or("WEBHOOKS_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test");
+        let url = env_or(
+            "WEBHOOKS_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        );
         let _ = Command::new("psql")
             .args([&url, "-qc", "TRUNCATE loadbench_dedup"])
             .stderr(Stdio::null())
@@ -292,7 +301,11 @@ fn run_one(o: &Options, dir: &Path, framework: &str, config: &str, tag: &str) ->
     let verifier = StandardWebhooks::new(SECRET).expect("secret");
     let body = body();
     let ts = unix_now();
-    let n = if config == "dup" { 1 } else { MAX_RATE * o.secs };
+    let n = if config == "dup" {
+        1
+    } else {
+        MAX_RATE * o.secs
+    };
     let mut data = format!("{ts}\n");
     for i in 0..n {
         let id = format!("msg_{tag}_{i}");
@@ -382,7 +395,12 @@ fn load(o: &Options) {
                 eprintln!(
                     "round {round} {framework:5} {config:8} {:>8.0} req/s {:6.1} µs/req server \
                      {:5.1} redis {:6.1} postgres ({} requests, {} non-2xx)",
-                    run.rate, run.server_us, run.redis_us, run.postgres_us, run.requests, run.non_2xx
+                    run.rate,
+                    run.server_us,
+                    run.redis_us,
+                    run.postgres_us,
+                    run.requests,
+                    run.non_2xx
                 );
                 this_round.insert((framework.clone(), config.clone()), run);
             }
@@ -414,7 +432,10 @@ fn load(o: &Options) {
         write!(header, " {f} µs/req | × bare |").unwrap();
         rule.push_str("---:|---:|");
     }
-    println!("\nServer CPU per request, median [min–max] of {} rounds of {} s, {} connections:\n", o.rounds, o.secs, o.conns);
+    println!(
+        "\nServer CPU per request, median [min–max] of {} rounds of {} s, {} connections:\n",
+        o.rounds, o.secs, o.conns
+    );
     println!("{header}\n{rule}");
     for (config, label) in LABELS {
         if !o.configs.iter().any(|c| c == config) {
@@ -423,14 +444,19 @@ fn load(o: &Options) {
         let mut line = format!("| {label} |");
         for f in &o.frameworks {
             let key = (f.clone(), config.to_owned());
-            let us = runs.get(&key).map(|r| r.iter().map(|r| r.server_us).collect()).unwrap_or_default();
+            let us = runs
+                .get(&key)
+                .map(|r| r.iter().map(|r| r.server_us).collect())
+                .unwrap_or_default();
             let x = ratios.get(&key).cloned().unwrap_or_default();
             write!(line, " {} | {} |", cell(us, 1), cell(x, 2)).unwrap();
         }
         println!("{line}");
     }
     println!("\nThroughput and the stores' own CPU per request (medians):\n");
-    println!("| config | framework | req/s | server µs/req | Redis µs/req | PostgreSQL µs/req | non-2xx |");
+    println!(
+        "| config | framework | req/s | server µs/req | Redis µs/req | PostgreSQL µs/req | non-2xx |"
+    );
     println!("|---|---|---:|---:|---:|---:|---:|");
     for (config, _) in LABELS {
         for f in &o.frameworks {
@@ -443,8 +469,16 @@ fn load(o: &Options) {
                 "| {config} | {f} | {:.0} | {:.1} | {} | {} | {non_2xx} |",
                 m(|r| r.rate),
                 m(|r| r.server_us),
-                if config == "redis" { format!("{:.1}", m(|r| r.redis_us)) } else { "—".into() },
-                if config == "postgres" { format!("{:.1}", m(|r| r.postgres_us)) } else { "—".into() },
+                if config == "redis" {
+                    format!("{:.1}", m(|r| r.redis_us))
+                } else {
+                    "—".into()
+                },
+                if config == "postgres" {
+                    format!("{:.1}", m(|r| r.postgres_us))
+                } else {
+                    "—".into()
+                },
             );
         }
     }
@@ -455,7 +489,9 @@ fn load(o: &Options) {
 fn memory(o: &Options) {
     const UPLOADS: usize = 256;
     const LIMIT: usize = 1024 * 1024;
-    println!("| framework | idle RSS | peak RSS, {UPLOADS} × 1 MiB | budget (limit × {UPLOADS} + 64 MiB) | 204s | over-limit chunked upload |");
+    println!(
+        "| framework | idle RSS | peak RSS, {UPLOADS} × 1 MiB | budget (limit × {UPLOADS} + 64 MiB) | 204s | over-limit chunked upload |"
+    );
     println!("|---|---:|---:|---:|---:|---|");
     for framework in &o.frameworks {
         let port = 19_000 + (std::process::id() % 1000) as u16;
@@ -508,7 +544,8 @@ fn memory(o: &Options) {
         let chunk = vec![b'x'; 64 * 1024];
         let mut sent = 0;
         while sent < LIMIT + 256 * 1024 {
-            if s.write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).is_err()
+            if s.write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                .is_err()
                 || s.write_all(&chunk).is_err()
                 || s.write_all(b"\r\n").is_err()
             {
