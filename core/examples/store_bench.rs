@@ -11,9 +11,9 @@
 //! temporary file. A backend that cannot be opened is reported and skipped.
 //! `BENCH_CLAIMS` and `BENCH_TASKS` change the counts; `BENCH_ONLY=sqlite`
 //! runs only the backends whose row name contains that text. SQLite runs
-//! twice, side by side: with its default single writer connection and with a
-//! pool of 4 (the previous default), whose connections wait for SQLite's
-//! write lock by polling. Each run works in its own table or key prefix and
+//! twice, side by side: with its default pool of 4 connections (taking turns
+//! at SQLite's write lock) and with a single writer connection (operations
+//! only queue for it). Each run works in its own table or key prefix and
 //! drops the tables afterwards.
 
 use std::sync::Arc;
@@ -230,8 +230,8 @@ async fn main() {
     }
 
     for (name, connections) in [
-        ("sqlite (WAL, file, 1 writer connection)", 1),
         ("sqlite (WAL, file, 4 connections)", 4),
+        ("sqlite (WAL, file, 1 writer connection)", 1),
     ] {
         if !wanted(name) {
             continue;

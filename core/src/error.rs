@@ -24,6 +24,19 @@ pub enum VerifyError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A field the scheme reads from the body (a signature or timestamp
+    /// carried in the payload, as Mailgun and Amazon SNS do) is absent, or
+    /// the body is not the document the scheme expects.
+    #[error("missing field {0}")]
+    MissingField(&'static str),
+    /// A field the scheme reads from the body is present but cannot be read.
+    #[error("malformed field {field}: {reason}")]
+    MalformedField {
+        /// The field's name.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The signed timestamp is older than the tolerance allows.
     #[error("timestamp too old")]
     TimestampTooOld,
@@ -52,7 +65,10 @@ impl VerifyError {
     #[must_use]
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::MissingHeader(_) | Self::MalformedHeader { .. } => StatusCode::BAD_REQUEST,
+            Self::MissingHeader(_)
+            | Self::MalformedHeader { .. }
+            | Self::MissingField(_)
+            | Self::MalformedField { .. } => StatusCode::BAD_REQUEST,
             Self::TimestampTooOld
             | Self::TimestampTooNew
             | Self::NoMatchingSignature
@@ -67,6 +83,8 @@ impl VerifyError {
         match self {
             Self::MissingHeader(_) => "missing_header",
             Self::MalformedHeader { .. } => "malformed_header",
+            Self::MissingField(_) => "missing_field",
+            Self::MalformedField { .. } => "malformed_field",
             Self::TimestampTooOld => "timestamp_too_old",
             Self::TimestampTooNew => "timestamp_too_new",
             Self::NoMatchingSignature => "no_matching_signature",
@@ -77,6 +95,10 @@ impl VerifyError {
 
     pub(crate) fn malformed(header: &'static str, reason: &'static str) -> Self {
         Self::MalformedHeader { header, reason }
+    }
+
+    pub(crate) fn malformed_field(field: &'static str, reason: &'static str) -> Self {
+        Self::MalformedField { field, reason }
     }
 }
 

@@ -383,8 +383,8 @@ mod scenarios {
         );
         let twice: Vec<_> = (0..IDS).filter(|&id| runs[id] > 1).collect();
         assert!(twice.is_empty(), "ran twice: {twice:?}");
-        for (id, &ran) in runs.iter().enumerate() {
-            assert_eq!(ran, 1, "id {id} never ran");
+        for (id, ran) in runs.iter().enumerate() {
+            assert_eq!(*ran, 1, "id {id} never ran");
             answers!(
                 store.claim(
                     &key(&format!("delivery-storm-{id}")),

@@ -113,6 +113,8 @@ struct Receivers {
     github: Receiver,
     shopify: Receiver,
     tenant: Receiver,
+    /// One route per email sender ([`crate::providers_email`]).
+    senders: Vec<(&'static str, Receiver)>,
 }
 
 /// A running app: its address and its handler's counters.
@@ -166,7 +168,9 @@ impl Framework {
     /// Routes: `/hook` (mode from `x-test-mode`), `/typed` (typed JSON),
     /// both behind the Standard Webhooks layer; `/github`, `/shopify` and
     /// `/tenants/{tenant}/hook` (like `/hook`) behind a GitHub, a Shopify and
-    /// a per-tenant Standard Webhooks layer; `/unguarded` (typed JSON, no layer).
+    /// a per-tenant Standard Webhooks layer; `/unguarded` (typed JSON, no layer);
+    /// and one route per email sender (`/sendgrid`, `/mailgun`, `/sns`,
+    /// `/postmark`, see [`providers_email`](crate::providers_email)).
     ///
     /// # Errors
     ///
@@ -178,6 +182,7 @@ impl Framework {
             github: spec.github_receiver()?,
             shopify: spec.shopify_receiver()?,
             tenant: spec.tenant_receiver()?,
+            senders: crate::providers_email::receivers(spec)?,
         };
         match self {
             Self::Axum => start_axum(receivers, behaviour).await,
@@ -233,7 +238,9 @@ async fn start_axum(receivers: Receivers, behaviour: Arc<Behaviour>) -> Result<R
     let app = standard
         .merge(hook_behind("/github", receivers.github))
         .merge(hook_behind("/shopify", receivers.shopify))
-        .merge(hook_behind("/tenants/{tenant}/hook", receivers.tenant))
+        .merge(hook_behind("/tenants/{tenant}/hook", receivers.tenant));
+    let app = (receivers.senders.into_iter())
+        .fold(app, |app, (path, r)| app.merge(hook_behind(path, r)))
         .route("/unguarded", post(axum_typed))
         .with_state(Arc::clone(&behaviour));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -311,8 +318,10 @@ async fn start_actix(
                         .wrap(Webhooks::from_receiver(receiver.clone()))
                         .route(web::post().to(actix::hook))
                 };
-                App::new()
-                    .app_data(web::Data::new(Arc::clone(&shared)))
+                let app = (receivers.senders.iter()).fold(App::new(), |app, (path, r)| {
+                    app.service(hook_behind(path, r))
+                });
+                app.app_data(web::Data::new(Arc::clone(&shared)))
                     .service(hook_behind("/github", &receivers.github))
                     .service(hook_behind("/shopify", &receivers.shopify))
                     .service(hook_behind("/tenants/{tenant}/hook", &receivers.tenant))

@@ -8,5 +8,6 @@ pub mod backends;
 pub mod behaviour;
 pub mod client;
 pub mod keys;
+pub mod providers_email;
 pub mod scenarios;
 pub mod signals;

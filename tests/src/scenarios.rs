@@ -14,6 +14,10 @@ use crate::backends::{Backend, Faulty};
 use crate::behaviour::MODE_HEADER;
 use crate::client::{self, Framing, Request, Response};
 use crate::keys;
+use crate::providers_email::{
+    body_signature_provider_mailgun, certificate_provider_sns, credentials_provider_postmark,
+    public_key_provider_sendgrid, svix_headers_provider_resend,
+};
 
 /// A scenario's result: `Err` says what differed.
 pub type Outcome = Result<(), String>;
@@ -980,4 +984,9 @@ scenarios![
     stalled_body_is_408,
     metrics_count_each_outcome,
     metrics_count_store_failures,
+    public_key_provider_sendgrid,
+    body_signature_provider_mailgun,
+    certificate_provider_sns,
+    credentials_provider_postmark,
+    svix_headers_provider_resend,
 ];

@@ -12,6 +12,10 @@
 //! | `shopify` | `Shopify::verify` | HMAC-SHA256 of the body |
 //! | `generic_hmac` | `GenericHmac` configured like GitHub (`x-hub-signature-256`, `sha256=` hex, delivery and event headers) | HMAC-SHA256 of the body |
 //! | `v1a_flood_1mib` | the worst unsigned request: a 1 MiB body, 32 well-formed `v1a,` entries none of which match, 2 trusted public keys; `v1_flood` is the same with 32 `v1,` entries and 2 secrets | one `verify_strict` over the 1 MiB content |
+//! | `sendgrid` | `SendGrid::verify`, one public key (also hashes the body for the id, reads the events' types) | ECDSA P-256 `verify_prehash` of SHA-256(`{ts}{body}`), key and signature already parsed |
+//! | `mailgun` | `Mailgun::verify` of a 1 KiB JSON event (finds the `signature` object in the body) | `raw`: HMAC-SHA256 of `{timestamp}{token}`; `raw_with_parse`: the same after a borrowed serde_json parse of the `signature` object, which any verifier must do |
+//! | `postmark` | `Postmark::verify` (Basic credentials as SHA-256 digests, id from the body) | base64-decode the header, constant-time compare with `user:password` |
+//! | `sns` | `Sns::verify_request` on a cached certificate, `SignatureVersion` 2, the 1 KiB body as `Message` (parses the JSON, builds the canonical string) | RSA-2048 PKCS#1 v1.5 verify of SHA-256 of the canonical string, built beforehand |
 //!
 //! The raw HMAC (hmac 0.13 + sha2 0.11) is pre-keyed, as the library's
 //! verifiers are: the keyed state is built once, and each iteration clones
@@ -362,5 +366,156 @@ fn v1a_flood(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// The email senders (issue 13): SendGrid, Mailgun, Postmark, Amazon SNS.
+fn bench_email(c: &mut Criterion) {
+    use p256::ecdsa::signature::hazmat::PrehashVerifier as _;
+    use sha2::Digest as _;
+    use webhooks_core::RequestVerifier as _;
+    use webhooks_core::scheme::sns::{self, SignatureVersion, SnsMessage};
+    use webhooks_core::scheme::{Mailgun, Postmark, SendGrid, sendgrid};
+
+    let body = body();
+    let ts_text = TS.to_string();
+
+    // SendGrid: ECDSA P-256 over `{ts}{body}`.
+    let signer = sendgrid::Signer::from_bytes(&[0x5e; 32]).expect("sendgrid signer");
+    let ours = SendGrid::new(signer.public_key()).expect("sendgrid verifier");
+    let headers = signer.sign_headers(TS, &body).expect("sendgrid headers");
+    let key = <p256::ecdsa::VerifyingKey as p256::pkcs8::DecodePublicKey>::from_public_key_der(
+        &B64.decode(signer.public_key()).unwrap(),
+    )
+    .unwrap();
+    let sig = p256::ecdsa::Signature::from_der(
+        &B64.decode(value(&headers, "x-twilio-email-event-webhook-signature"))
+            .unwrap(),
+    )
+    .unwrap();
+    let raw = || {
+        let mut hash = sha2::Sha256::new();
+        hash.update(black_box(ts_text.as_bytes()));
+        hash.update(black_box(&body));
+        black_box(&key)
+            .verify_prehash(&hash.finalize(), black_box(&sig))
+            .is_ok()
+    };
+    group(c, "sendgrid", &raw, &ours, &headers, &body, &[]);
+
+    // Mailgun: HMAC of `{timestamp}{token}` carried in a 1 KiB JSON body.
+    const TOKEN: &str = "5egbgr1vjgqxtrnp65xfznchgdccwh5d6i09vijqi3whgowmn6";
+    let ours = Mailgun::new(SECRET).expect("mailgun verifier");
+    let event: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let mg_body = ours.sign_body(TS, TOKEN, &event);
+    let mg_body = &mg_body[..];
+    let tag = unhex(&ours.sign(TS, TOKEN));
+    let raw = || raw_hmac(SECRET, &[ts_text.as_bytes(), TOKEN.as_bytes()], &tag);
+    #[derive(serde::Deserialize)]
+    struct Sig<'a> {
+        #[serde(borrow)]
+        timestamp: &'a str,
+        #[serde(borrow)]
+        token: &'a str,
+        #[serde(borrow)]
+        signature: &'a str,
+    }
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        signature: Sig<'a>,
+    }
+    let raw_with_parse = || {
+        let parsed: Envelope<'_> = serde_json::from_slice(black_box(mg_body)).unwrap();
+        let expected = unhex(parsed.signature.signature);
+        raw_hmac(
+            SECRET,
+            &[
+                parsed.signature.timestamp.as_bytes(),
+                parsed.signature.token.as_bytes(),
+            ],
+            &expected,
+        )
+    };
+    group(
+        c,
+        "mailgun",
+        &raw,
+        &ours,
+        &HeaderMap::new(),
+        mg_body,
+        &[("raw_with_parse", &raw_with_parse)],
+    );
+
+    // Postmark: Basic credentials.
+    let ours = Postmark::new("postmark", "a-long-random-webhook-password").expect("postmark");
+    let headers = ours.sign_headers().expect("postmark headers");
+    let expected = b"postmark:a-long-random-webhook-password";
+    let raw = || {
+        let value = value(black_box(&headers), "authorization");
+        let decoded = B64.decode(value.trim_start_matches("Basic ")).unwrap();
+        decoded.len() == expected.len()
+            && bool::from(subtle::ConstantTimeEq::ct_eq(&decoded[..], &expected[..]))
+    };
+    group(c, "postmark", &raw, &ours, &headers, &body, &[]);
+
+    // Amazon SNS: RSA over the canonical string, certificate cached.
+    const CERT_URL: &str =
+        "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-bench.pem";
+    const TOPIC: &str = "arn:aws:sns:us-east-1:123456789012:bench";
+    struct Cert;
+    #[async_trait::async_trait]
+    impl sns::CertificateFetcher for Cert {
+        async fn fetch(&self, _url: &str) -> Result<Vec<u8>, sns::FetchError> {
+            Ok(include_bytes!("../../tests/data/sns/test-cert.pem").to_vec())
+        }
+    }
+    let key_der = include_bytes!("../../tests/data/sns/test-key.der");
+    let signer = sns::Signer::from_pkcs8_der(key_der, CERT_URL).expect("sns signer");
+    let message = SnsMessage::notification(
+        "b8c2f4b1-7d2c-5a1e-9c3b-1f2e3d4c5b6a",
+        TOPIC,
+        String::from_utf8(body.clone()).unwrap(),
+        "2023-11-14T22:13:20.000Z",
+    );
+    let sns_body = signer
+        .sign(message.clone(), SignatureVersion::V2)
+        .expect("signed");
+    let ours = sns::Sns::builder(Cert).topic_arn(TOPIC).build().expect("sns");
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let empty = HeaderMap::new();
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(TS);
+    let verify_ours = || {
+        rt.block_on(ours.verify_request(
+            webhooks_core::RequestHead::new("/sns", black_box(&empty)),
+            black_box(&sns_body),
+            now,
+        ))
+        .is_ok()
+    };
+    assert!(verify_ours(), "sns: ours accepts (and caches the certificate)");
+    let canonical = format!(
+        "Message\n{}\nMessageId\n{}\nTimestamp\n{}\nTopicArn\n{}\nType\nNotification\n",
+        message.message, message.message_id, message.timestamp, message.topic_arn
+    );
+    let signed: SnsMessage = serde_json::from_slice(&sns_body).unwrap();
+    let signature = B64.decode(&signed.signature).unwrap();
+    let private = <rsa::PrivateKey as rsa::pkcs8::DecodePrivateKey>::from_pkcs8_der(key_der).unwrap();
+    let public = private.to_public_key();
+    let raw = || {
+        let digest = sha2::Sha256::digest(black_box(canonical.as_bytes()));
+        black_box(&public)
+            .verify(
+                rsa::Pkcs1v15Sign::new::<sha2::Sha256>(),
+                &digest,
+                black_box(&signature),
+            )
+            .is_ok()
+    };
+    assert!(raw(), "sns: raw accepts");
+    let mut g = c.benchmark_group("sns");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("raw", |b| b.iter(|| assert!(raw())));
+    g.bench_function("webhooks_core", |b| b.iter(|| assert!(verify_ours())));
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_email);
 criterion_main!(benches);

@@ -149,9 +149,9 @@ impl Verifier for GitHub {
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        if !(headers.contains_key(&SIGNATURE_256_NAME)
-            || self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME))
-        {
+        let signed = headers.contains_key(&SIGNATURE_256_NAME)
+            || (self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME));
+        if !signed {
             return Err(VerifyError::MissingHeader(SIGNATURE_256));
         }
         // GitHub always sends one: a request without it is not GitHub's.

@@ -8,6 +8,11 @@
 //! | [Slack](https://api.slack.com/authentication/verifying-requests-from-slack) | [`Slack`] | `X-Slack-Signature: v0=<hex>` | `v0:{ts}:{body}` | ±300 s | — (use [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key)) | — |
 //! | [Shopify](https://shopify.dev/docs/apps/build/webhooks/subscribe/https#step-2-validate-the-origin-of-your-webhook-to-ensure-its-coming-from-shopify) | [`Shopify`] | `X-Shopify-Hmac-Sha256: <base64>` | body | — | `X-Shopify-Webhook-Id` | `X-Shopify-Topic` |
 //! | any HMAC-SHA256 provider, configured | [`GenericHmac`] | a header, optional prefix, hex or base64 | body, or `{ts}{sep}{body}` | configurable | a header | a header |
+//! | [SendGrid](https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features) Event Webhook (feature `sendgrid`) | `SendGrid` | `X-Twilio-Email-Event-Webhook-Signature: <base64 DER ECDSA P-256>` | `{ts}{body}` | ±300 s | `sha256:<hex>` of the body | the batch's common `event` |
+//! | [Mailgun](https://documentation.mailgun.com/docs/mailgun/user-manual/events/webhooks#securing-webhooks) | [`Mailgun`] | body `signature.signature` (hex HMAC-SHA256), or form fields | `{timestamp}{token}` (not the event data) | ±300 s | the token (the replay guard) | `event-data.event` (unsigned) |
+//! | [Amazon SNS](https://docs.aws.amazon.com/sns/latest/dg/sns-verify-signature-of-message.html), SES through it (feature `sns`) | `Sns` | body `Signature` (RSA; `SignatureVersion` 1 SHA-1, 2 SHA-256), certificate from an allowed `SigningCertURL` | the canonical string of the message's fields | — (optional `max_age`) | `MessageId` | `Type` |
+//! | [Postmark](https://postmarkapp.com/developer/webhooks/webhooks-overview) | [`Postmark`] | `Authorization: Basic …` (no signature) | — | — | `{RecordType}:{MessageID}:{time}` from the body | `RecordType` |
+//! | Resend, Clerk and other [Svix](https://docs.svix.com/receiving/verifying-payloads/how-manual) senders | [`StandardWebhooks`] | `svix-signature: v1,<base64>` | `{id}.{ts}.{body}` | ±300 s | `svix-id` | — |
 //! | per-tenant secrets from your store, around any of the above (feature `tenant`) | `TenantVerifier` | the inner scheme's | | | | |
 //!
 //! Shared rules: signatures are computed over the exact raw body bytes with a
@@ -90,11 +95,17 @@ pub mod hmac;
 pub mod hubspot;
 pub mod intercom;
 pub mod linear;
+pub mod mailgun;
 pub mod mandrill;
 pub mod paddle;
+pub mod postmark;
 mod provider;
+#[cfg(feature = "sendgrid")]
+pub mod sendgrid;
 pub mod shopify;
 pub mod slack;
+#[cfg(feature = "sns")]
+pub mod sns;
 pub mod square;
 pub mod standard;
 pub mod stripe;
@@ -113,10 +124,16 @@ pub use gitlab::{GitLab, GitLabBuilder};
 pub use hubspot::{HubSpot, HubSpotBuilder};
 pub use intercom::{Intercom, IntercomBuilder};
 pub use linear::{Linear, LinearBuilder};
+pub use mailgun::{Mailgun, MailgunBuilder};
 pub use mandrill::{Mandrill, MandrillBuilder};
 pub use paddle::{Paddle, PaddleBuilder};
+pub use postmark::{Postmark, PostmarkBuilder};
+#[cfg(feature = "sendgrid")]
+pub use sendgrid::{SendGrid, SendGridBuilder};
 pub use shopify::{Shopify, ShopifyBuilder};
 pub use slack::{Slack, SlackBuilder};
+#[cfg(feature = "sns")]
+pub use sns::{Sns, SnsBuilder};
 pub use square::{Square, SquareBuilder};
 pub use standard::{StandardWebhooks, StandardWebhooksBuilder};
 pub use stripe::{Stripe, StripeBuilder};

@@ -1,0 +1,368 @@
+//! [Postmark](https://postmarkapp.com/developer/webhooks/webhooks-overview)
+//! webhooks: HTTP Basic credentials you put in the webhook's URL
+//! (`https://user:password@example.com/webhooks/postmark`).
+//!
+//! Postmark signs nothing: the credentials are the only proof of origin, and
+//! there is **no replay protection** beyond deduplication. [`Verified::id`] is
+//! built from the body (`RecordType`, `MessageID` and the event's time), so
+//! that the receive pipeline's dedup turns a replayed or retried event away;
+//! keep it on.
+//!
+//! ```
+//! use std::time::SystemTime;
+//! use webhooks_core::{MatchedKey, Verifier, VerifyError, scheme::Postmark};
+//!
+//! // Rotating the password: both are accepted while Postmark's URL is updated.
+//! let postmark = Postmark::builder()
+//!     .credential("postmark", "new-password")
+//!     .credential("postmark", "old-password")
+//!     .build()?;
+//! let body = br#"{"RecordType":"Delivery","MessageID":"883953f4-6105-42a2-a16a-77a8eac79483","DeliveredAt":"2024-01-02T03:04:05Z"}"#;
+//! let headers = Postmark::new("postmark", "old-password")?.sign_headers()?;
+//!
+//! let verified = postmark.verify(&headers, body, SystemTime::now())?;
+//! assert_eq!(verified.matched_key, MatchedKey::Secret(1));
+//! assert_eq!(verified.event_type.as_deref(), Some("Delivery"));
+//! assert_eq!(
+//!     verified.id.as_deref(),
+//!     Some("Delivery:883953f4-6105-42a2-a16a-77a8eac79483:2024-01-02T03:04:05Z")
+//! );
+//!
+//! let stranger = Postmark::new("postmark", "guess")?.sign_headers()?;
+//! assert_eq!(postmark.verify(&stranger, body, SystemTime::now()), Err(VerifyError::NoMatchingSignature));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::borrow::Cow;
+use std::time::SystemTime;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use http::{HeaderMap, HeaderName};
+use sha2::{Digest as _, Sha256};
+
+use super::{ct_eq, encode_base64, header, signed_headers};
+use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
+
+const AUTHORIZATION: &str = "authorization";
+/// The same name, parsed once (see [`header`]).
+static AUTHORIZATION_NAME: HeaderName = HeaderName::from_static(AUTHORIZATION);
+const SCHEME: &str = "postmark";
+/// The longest `Authorization` value read: credentials are short, and a huge
+/// header must not cost a large decode.
+const MAX_AUTHORIZATION_LEN: usize = 1024;
+
+/// One configured user and password, kept as their SHA-256 digests so that
+/// the comparison takes the same time whatever the lengths. `Debug` is not
+/// derived: nothing of it is ever printed.
+#[derive(Clone)]
+struct Credential {
+    user: [u8; 32],
+    password: [u8; 32],
+}
+
+impl Credential {
+    /// Whether `user` and `password` (already digested) are this
+    /// credential's; both are compared, in constant time, whatever the first
+    /// comparison says.
+    fn matches(&self, user: &[u8; 32], password: &[u8; 32]) -> bool {
+        ct_eq(&self.user, user) & ct_eq(&self.password, password)
+    }
+}
+
+/// Verifies [Postmark](https://postmarkapp.com/developer/webhooks/webhooks-overview)
+/// webhooks by their HTTP Basic credentials.
+///
+/// * header `Authorization: Basic <base64 of user:password>`; missing is a
+///   `400`, not `Basic` or not decodable is a `400`, unknown credentials a `401`;
+/// * each configured credential is compared, user and password, in constant
+///   time (as SHA-256 digests, so lengths do not show either);
+///   [`MatchedKey::Secret`] is the index of the credential that matched;
+/// * no signature, no timestamp: **no replay window**. A replay is stopped
+///   only by deduplication on [`Verified::id`], which is
+///   `{RecordType}:{MessageID}:{time}` where `time` is the first of
+///   `ReceivedAt`, `DeliveredAt`, `BouncedAt` and `ChangedAt` present (each
+///   open or click of a message is its own event), `{RecordType}:{MessageID}`
+///   without one, `MessageID` alone for inbound messages, and `None` (set
+///   [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key)) when
+///   the body has no `MessageID`;
+/// * [`Verified::event_type`] is the body's `RecordType` (`Delivery`,
+///   `Bounce`, `Open`, `Click`, `SpamComplaint`, `SubscriptionChange`);
+/// * deduplication is on that id ([`Identity::SignedId`]: nothing is signed,
+///   but whoever holds the credentials can send anything anyway; the id is
+///   what makes Postmark's retries duplicates), or on the body's bytes
+///   ([`Identity::Content`]) when it has no `MessageID`.
+#[derive(Clone)]
+pub struct Postmark {
+    credentials: Vec<Credential>,
+    /// `user:password` of the first credential, for [`Postmark::sign`].
+    first: Box<[u8]>,
+}
+
+impl std::fmt::Debug for Postmark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Postmark")
+            .field("credentials", &self.credentials.len())
+            .finish()
+    }
+}
+
+impl Postmark {
+    /// A verifier accepting one user and password.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when either is empty or the user contains `:`.
+    pub fn new(user: impl AsRef<str>, password: impl AsRef<str>) -> Result<Self, ConfigError> {
+        Self::builder().credential(user, password).build()
+    }
+
+    /// A builder for several credentials (rotation).
+    pub fn builder() -> PostmarkBuilder {
+        PostmarkBuilder::default()
+    }
+
+    /// The `Authorization` value Postmark sends for the first credential.
+    #[must_use]
+    pub fn sign(&self) -> String {
+        format!("Basic {}", encode_base64(&self.first))
+    }
+
+    /// The headers Postmark sends for the first credential.
+    ///
+    /// # Errors
+    ///
+    /// Never in practice; the `Result` matches the other schemes' helpers.
+    pub fn sign_headers(&self) -> Result<HeaderMap, ConfigError> {
+        signed_headers([(AUTHORIZATION, &self.sign(), "credential")])
+    }
+}
+
+/// The user and password of a `Basic` credential.
+fn basic_credentials(value: &str) -> Result<Vec<u8>, VerifyError> {
+    if value.len() > MAX_AUTHORIZATION_LEN {
+        return Err(VerifyError::malformed(AUTHORIZATION, "too long"));
+    }
+    let value = value.trim();
+    let (scheme, encoded) = value.split_once(' ').ok_or(VerifyError::malformed(
+        AUTHORIZATION,
+        "expected Basic <base64>",
+    ))?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Err(VerifyError::malformed(
+            AUTHORIZATION,
+            "expected Basic <base64>",
+        ));
+    }
+    B64.decode(encoded.trim())
+        .map_err(|_| VerifyError::malformed(AUTHORIZATION, "not base64"))
+}
+
+/// The fields of a Postmark event that make its id.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct EventEnvelope<'a> {
+    #[serde(borrow, default)]
+    record_type: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "MessageID")]
+    message_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    received_at: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    delivered_at: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    bounced_at: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    changed_at: Option<Cow<'a, str>>,
+}
+
+fn non_empty(s: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
+    s.filter(|s| !s.is_empty())
+}
+
+/// The delivery id and event type of a Postmark body; `(None, None)` when it
+/// is not a JSON object.
+fn event_fields(body: &[u8]) -> (Option<String>, Option<String>) {
+    let Ok(event) = serde_json::from_slice::<EventEnvelope<'_>>(body) else {
+        return (None, None);
+    };
+    let kind = non_empty(event.record_type);
+    let message = non_empty(event.message_id);
+    let when = [
+        event.received_at,
+        event.delivered_at,
+        event.bounced_at,
+        event.changed_at,
+    ]
+    .into_iter()
+    .find_map(non_empty);
+    let id = match (&kind, message, when) {
+        (Some(kind), Some(message), Some(when)) => Some(format!("{kind}:{message}:{when}")),
+        (Some(kind), Some(message), None) => Some(format!("{kind}:{message}")),
+        (None, Some(message), _) => Some(message.into_owned()),
+        (_, None, _) => None,
+    };
+    (id, kind.map(Cow::into_owned))
+}
+
+impl Verifier for Postmark {
+    fn verify(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        _now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        let decoded = basic_credentials(header(headers, &AUTHORIZATION_NAME, AUTHORIZATION)?)?;
+        let colon = decoded
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or(VerifyError::malformed(
+                AUTHORIZATION,
+                "expected user:password",
+            ))?;
+        let user: [u8; 32] = Sha256::digest(&decoded[..colon]).into();
+        let password: [u8; 32] = Sha256::digest(&decoded[colon + 1..]).into();
+        // Every credential is compared, so timing does not say which matched.
+        let index = self
+            .credentials
+            .iter()
+            .enumerate()
+            .fold(None, |found, (i, c)| {
+                let matched = c.matches(&user, &password);
+                found.or(matched.then_some(i))
+            })
+            .ok_or(VerifyError::NoMatchingSignature)?;
+        let (id, event_type) = event_fields(body);
+        // Without an id, an identical retry is still recognised by its bytes.
+        let identity = if id.is_some() {
+            Identity::SignedId
+        } else {
+            Identity::Content
+        };
+        Ok(Verified {
+            scheme: SCHEME,
+            id,
+            timestamp: None,
+            event_type,
+            matched_key: MatchedKey::Secret(index),
+            scope: None,
+            identity,
+        })
+    }
+}
+
+/// Builds a [`Postmark`] verifier.
+///
+/// Errors in any credential are kept and reported by [`build`](Self::build).
+#[derive(Default)]
+#[must_use]
+pub struct PostmarkBuilder {
+    credentials: Vec<Credential>,
+    first: Option<Vec<u8>>,
+    error: Option<ConfigError>,
+}
+
+impl std::fmt::Debug for PostmarkBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostmarkBuilder")
+            .field("credentials", &self.credentials.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostmarkBuilder {
+    /// Adds a user and password Postmark may send (the first one is what
+    /// [`Postmark::sign`] sends).
+    pub fn credential(mut self, user: impl AsRef<str>, password: impl AsRef<str>) -> Self {
+        let (user, password) = (user.as_ref(), password.as_ref());
+        let error = if user.is_empty() {
+            Some(ConfigError::Empty("user"))
+        } else if password.is_empty() {
+            Some(ConfigError::Empty("password"))
+        } else if user.contains(':') {
+            Some(ConfigError::Invalid {
+                what: "user",
+                reason: "contains ':', which Basic credentials cannot carry",
+            })
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            self.error.get_or_insert(error);
+            return self;
+        }
+        self.credentials.push(Credential {
+            user: Sha256::digest(user.as_bytes()).into(),
+            password: Sha256::digest(password.as_bytes()).into(),
+        });
+        self.first
+            .get_or_insert_with(|| format!("{user}:{password}").into_bytes());
+        self
+    }
+
+    /// The verifier.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ConfigError`] met while adding credentials, or
+    /// [`ConfigError::NoKeys`] when none was added.
+    pub fn build(self) -> Result<Postmark, ConfigError> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        let first = self.first.ok_or(ConfigError::NoKeys)?;
+        Ok(Postmark {
+            credentials: self.credentials,
+            first: first.into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_the_record_type() {
+        assert_eq!(
+            event_fields(
+                br#"{"RecordType":"Open","MessageID":"m","ReceivedAt":"t1","FirstOpen":true}"#
+            ),
+            (Some("Open:m:t1".into()), Some("Open".into()))
+        );
+        assert_eq!(
+            event_fields(br#"{"RecordType":"Bounce","MessageID":"m","BouncedAt":"t2","ID":42}"#),
+            (Some("Bounce:m:t2".into()), Some("Bounce".into()))
+        );
+        assert_eq!(
+            event_fields(br#"{"RecordType":"Delivery","MessageID":"m"}"#),
+            (Some("Delivery:m".into()), Some("Delivery".into()))
+        );
+        assert_eq!(
+            event_fields(br#"{"MessageID":"inbound-1","From":"a@b"}"#),
+            (Some("inbound-1".into()), None)
+        );
+        assert_eq!(
+            event_fields(br#"{"RecordType":"Open"}"#),
+            (None, Some("Open".into()))
+        );
+        assert_eq!(event_fields(b"not json"), (None, None));
+        assert_eq!(event_fields(br#"{"MessageID":7}"#), (None, None));
+    }
+
+    #[test]
+    fn basic_parsing() {
+        assert_eq!(basic_credentials("Basic dTpw").unwrap(), b"u:p");
+        assert_eq!(basic_credentials("basic  dTpw ").unwrap(), b"u:p");
+        for bad in ["", "Basic", "Bearer dTpw", "Basic ***", "dTpw"] {
+            assert!(
+                matches!(
+                    basic_credentials(bad),
+                    Err(VerifyError::MalformedHeader { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(basic_credentials(&format!("Basic {}", "A".repeat(2000))).is_err());
+    }
+}
