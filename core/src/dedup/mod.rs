@@ -28,7 +28,7 @@
 //!
 //! | backend | feature | scope |
 //! |---|---|---|
-//! | [`MemoryStore`] (moka) | `memory` (default) | one process |
+//! | [`MemoryStore`] (sharded hash map) | `memory` (default) | one process |
 //! | `RedisStore` (redis-rs, `SET NX PX` + Lua) | `redis` | every instance sharing the Redis server |
 //! | `PostgresStore` (sqlx, `INSERT … ON CONFLICT … RETURNING`) | `postgres` | every instance sharing the table |
 //! | `MySqlStore` (sqlx, `INSERT … ON DUPLICATE KEY UPDATE` + locking read) | `mysql` | every instance sharing the table (MySQL or MariaDB) |
