@@ -249,7 +249,7 @@ async fn main() {
             .connect()
             .await,
         RedisStore::builder(&redis_url)
-            .key_prefix(&format!("{prefix}dedup:"))
+            .key_prefix(format!("{prefix}dedup:"))
             .connect()
             .await,
     ) {
