@@ -172,13 +172,16 @@ impl Shard {
     /// found there. Costs no lookup while the fronts' deadlines are ahead.
     fn sweep(&mut self, now: Ms) {
         for kind in [Kind::InFlight, Kind::Completed] {
-            while let Some(front) = self.queue(kind).front() {
-                if front.deadline > now {
-                    // Queued deadlines are the states' own; a queue is
-                    // (nearly) in deadline order, so stop at the first ahead.
-                    break;
+            // Queued deadlines are the states' own; a queue is (nearly) in
+            // deadline order, so stop at the first one ahead.
+            loop {
+                match self.queue(kind).front() {
+                    Some(front) if front.deadline <= now => {}
+                    _ => break,
                 }
-                let front = self.queue(kind).pop_front().expect("a front");
+                let Some(front) = self.queue(kind).pop_front() else {
+                    break;
+                };
                 if self.is_current(&front, kind) {
                     self.remove(&front.key);
                 }
@@ -407,7 +410,7 @@ impl DedupStore for MemoryStore {
             .get_key_value(key)
             .map(|(k, s)| (Arc::clone(k), *s));
         match existing {
-            Some((_, Slot { state, stamp })) => match state {
+            Some((stored, Slot { state, stamp })) => match state {
                 State::InFlight { lease_end, .. } if lease_end > now => Ok(Claim::InFlight {
                     retry_after: Duration::from_millis(lease_end - now),
                 }),
@@ -419,14 +422,12 @@ impl DedupStore for MemoryStore {
                         .back()
                         .is_none_or(|last| last.stamp != stamp)
                     {
-                        let (stored, _) = existing.expect("matched Some");
                         shard.put(stored, state, Some(state));
                     }
                     Ok(Claim::Completed)
                 }
                 // A lease that ran out (takeover) or a retention that did.
                 _ => {
-                    let (stored, _) = existing.expect("matched Some");
                     shard.put(stored, in_flight(token, lease, now), Some(state));
                     Ok(Claim::Claimed)
                 }

@@ -566,6 +566,12 @@ pub trait Inbox: Send + Sync + 'static {
     async fn stats(&self) -> Result<InboxStats, InboxError>;
 }
 
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite",
+    feature = "redis"
+))]
 /// Epoch milliseconds as a time.
 pub(crate) fn from_ms(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
@@ -577,11 +583,23 @@ pub(crate) fn to_ms(time: SystemTime) -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite",
+    feature = "redis"
+))]
 /// A duration as milliseconds, saturating.
 pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite",
+    feature = "redis"
+))]
 /// `error` cut to [`MAX_ERROR_LEN`] bytes at a character boundary.
 pub(crate) fn truncate_error(error: &str) -> &str {
     if error.len() <= MAX_ERROR_LEN {
@@ -594,11 +612,23 @@ pub(crate) fn truncate_error(error: &str) -> &str {
     &error[..end]
 }
 
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite",
+    feature = "redis"
+))]
 /// The headers as stored: a JSON array of `[name, value]` pairs.
 pub(crate) fn encode_headers(headers: &[(String, String)]) -> String {
     serde_json::to_string(headers).unwrap_or_else(|_| "[]".to_owned())
 }
 
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite",
+    feature = "redis"
+))]
 /// The stored headers back.
 pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
     serde_json::from_str(text).unwrap_or_default()
