@@ -36,9 +36,7 @@ use super::{
     DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, decode_base64_32,
     encode_base64, header, parse_timestamp, signed_headers,
 };
-use crate::{
-    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
-};
+use crate::{ConfigError, Identity, MatchedKey, PublicUrl, Verified, VerifyError};
 
 const SIGNATURE: &str = "x-hubspot-signature-v3";
 const TIMESTAMP: &str = "x-hubspot-request-timestamp";
@@ -178,31 +176,7 @@ impl HubSpot {
     }
 }
 
-impl Verifier for HubSpot {
-    fn scheme(&self) -> &'static str {
-        SCHEME
-    }
-
-    /// Verifies without the request line: the URL is then the
-    /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`].
-    fn verify(
-        &self,
-        headers: &HeaderMap,
-        body: &[u8],
-        now: SystemTime,
-    ) -> Result<Verified, VerifyError> {
-        self.verify_head(RequestHead::new("", headers), body, now)
-    }
-
-    fn verify_head(
-        &self,
-        head: RequestHead<'_>,
-        body: &[u8],
-        now: SystemTime,
-    ) -> Result<Verified, VerifyError> {
-        self.verify_url(&head.url(&self.public_url)?, head.headers, body, now)
-    }
-}
+url_signing_verifier!(HubSpot);
 
 /// Builds a [`HubSpot`] verifier.
 #[derive(Default)]

@@ -33,9 +33,7 @@ use http::{HeaderMap, HeaderName};
 
 use super::provider::{HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params};
 use super::{SecretList, Secrets, encode_base64, header, signed_headers};
-use crate::{
-    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
-};
+use crate::{ConfigError, Identity, MatchedKey, PublicUrl, Verified, VerifyError};
 
 const SIGNATURE: &str = "x-mandrill-signature";
 static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
@@ -128,31 +126,7 @@ impl Mandrill {
     }
 }
 
-impl Verifier for Mandrill {
-    fn scheme(&self) -> &'static str {
-        SCHEME
-    }
-
-    /// Verifies without the request line: the URL is then the
-    /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`].
-    fn verify(
-        &self,
-        headers: &HeaderMap,
-        body: &[u8],
-        now: SystemTime,
-    ) -> Result<Verified, VerifyError> {
-        self.verify_head(RequestHead::new("", headers), body, now)
-    }
-
-    fn verify_head(
-        &self,
-        head: RequestHead<'_>,
-        body: &[u8],
-        now: SystemTime,
-    ) -> Result<Verified, VerifyError> {
-        self.verify_url(&head.url(&self.public_url)?, head.headers, body, now)
-    }
-}
+url_signing_verifier!(Mandrill);
 
 /// Builds a [`Mandrill`] verifier.
 #[derive(Default)]

@@ -99,6 +99,39 @@ macro_rules! tolerance_method {
     };
 }
 
+/// The `Verifier` of a scheme that signs the URL it called: `verify_head`
+/// rebuilds that URL from the request line and the scheme's `public_url`,
+/// then calls the scheme's `verify_url`; `verify` (no request line) uses the
+/// [`PublicUrl`](crate::PublicUrl) alone, right only for
+/// [`PublicUrl::exact`](crate::PublicUrl::exact). Expects `SCHEME` in scope.
+macro_rules! url_signing_verifier {
+    ($ty:ty) => {
+        impl $crate::Verifier for $ty {
+            fn scheme(&self) -> &'static str {
+                SCHEME
+            }
+
+            fn verify(
+                &self,
+                headers: &::http::HeaderMap,
+                body: &[u8],
+                now: ::std::time::SystemTime,
+            ) -> Result<$crate::Verified, $crate::VerifyError> {
+                self.verify_head($crate::RequestHead::new("", headers), body, now)
+            }
+
+            fn verify_head(
+                &self,
+                head: $crate::RequestHead<'_>,
+                body: &[u8],
+                now: ::std::time::SystemTime,
+            ) -> Result<$crate::Verified, $crate::VerifyError> {
+                self.verify_url(&head.url(&self.public_url)?, head.headers, body, now)
+            }
+        }
+    };
+}
+
 #[cfg(feature = "ed25519")]
 pub mod discord;
 pub mod github;

@@ -40,9 +40,7 @@ use super::provider::body_fields;
 use super::{
     HmacSha256, SecretList, Secrets, decode_base64_32, encode_base64, header, signed_headers,
 };
-use crate::{
-    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
-};
+use crate::{ConfigError, Identity, MatchedKey, PublicUrl, Verified, VerifyError};
 
 const SIGNATURE: &str = "x-square-hmacsha256-signature";
 static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE);
@@ -119,32 +117,7 @@ impl Square {
     }
 }
 
-impl Verifier for Square {
-    fn scheme(&self) -> &'static str {
-        SCHEME
-    }
-
-    /// Verifies without the request line: the URL is then the
-    /// [`PublicUrl`] alone, right for [`PublicUrl::exact`] (the usual
-    /// configuration for Square).
-    fn verify(
-        &self,
-        headers: &HeaderMap,
-        body: &[u8],
-        now: SystemTime,
-    ) -> Result<Verified, VerifyError> {
-        self.verify_head(RequestHead::new("", headers), body, now)
-    }
-
-    fn verify_head(
-        &self,
-        head: RequestHead<'_>,
-        body: &[u8],
-        now: SystemTime,
-    ) -> Result<Verified, VerifyError> {
-        self.verify_url(&head.url(&self.public_url)?, head.headers, body, now)
-    }
-}
+url_signing_verifier!(Square);
 
 /// Builds a [`Square`] verifier.
 #[derive(Default)]

@@ -42,9 +42,7 @@ use super::provider::{HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params}
 use super::{
     SecretList, Secrets, ct_eq, encode_base64, encode_hex, header, optional_header, signed_headers,
 };
-use crate::{
-    ConfigError, Identity, MatchedKey, PublicUrl, RequestHead, Verified, Verifier, VerifyError,
-};
+use crate::{ConfigError, Identity, MatchedKey, PublicUrl, Verified, VerifyError};
 
 const SIGNATURE: &str = "x-twilio-signature";
 const IDEMPOTENCY: &str = "i-twilio-idempotency-token";
@@ -210,32 +208,7 @@ impl Twilio {
     }
 }
 
-impl Verifier for Twilio {
-    fn scheme(&self) -> &'static str {
-        SCHEME
-    }
-
-    /// Verifies without the request line: the URL is then the
-    /// [`PublicUrl`] alone, right only for [`PublicUrl::exact`]; the receive
-    /// pipeline calls [`verify_head`](Verifier::verify_head).
-    fn verify(
-        &self,
-        headers: &HeaderMap,
-        body: &[u8],
-        now: SystemTime,
-    ) -> Result<Verified, VerifyError> {
-        self.verify_head(RequestHead::new("", headers), body, now)
-    }
-
-    fn verify_head(
-        &self,
-        head: RequestHead<'_>,
-        body: &[u8],
-        now: SystemTime,
-    ) -> Result<Verified, VerifyError> {
-        self.verify_url(&head.url(&self.public_url)?, head.headers, body, now)
-    }
-}
+url_signing_verifier!(Twilio);
 
 /// Builds a [`Twilio`] verifier.
 #[derive(Default)]
