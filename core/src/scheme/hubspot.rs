@@ -146,7 +146,7 @@ impl HubSpot {
     ///
     /// # Errors
     ///
-    /// As [`Verifier::verify`].
+    /// As [`Verifier::verify`](crate::Verifier::verify).
     pub fn verify_url(
         &self,
         url: &str,

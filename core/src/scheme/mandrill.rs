@@ -93,7 +93,7 @@ impl Mandrill {
     ///
     /// # Errors
     ///
-    /// As [`Verifier::verify`].
+    /// As [`Verifier::verify`](crate::Verifier::verify).
     pub fn verify_url(
         &self,
         url: &str,

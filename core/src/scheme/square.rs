@@ -90,7 +90,7 @@ impl Square {
     ///
     /// # Errors
     ///
-    /// As [`Verifier::verify`].
+    /// As [`Verifier::verify`](crate::Verifier::verify).
     pub fn verify_url(
         &self,
         url: &str,

@@ -167,7 +167,7 @@ impl Twilio {
     ///
     /// # Errors
     ///
-    /// As [`Verifier::verify`].
+    /// As [`Verifier::verify`](crate::Verifier::verify).
     pub fn verify_url(
         &self,
         url: &str,
