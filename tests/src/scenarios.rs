@@ -298,12 +298,14 @@ async fn bad_signature_is_401(env: Env) -> Outcome {
 async fn stale_and_future_timestamps_are_401(env: Env) -> Outcome {
     let app = env.app().await?;
     let signer = signer()?;
-    let now = keys::now();
-    let stale = signed_with(&signer, "/hook", "msg_stale", now - 301, BODY)?;
-    expect(&send(&app, &stale).await?, 401, "timestamp 301 s old")?;
-    let future = signed_with(&signer, "/hook", "msg_future", now + 301, BODY)?;
-    expect(&send(&app, &future).await?, 401, "timestamp 301 s ahead")?;
-    let edge = signed_with(&signer, "/hook", "msg_edge", now - 290, BODY)?;
+    // Each timestamp is taken just before its send, 10 s past the 300 s
+    // tolerance: a loaded machine can spend seconds between signing and
+    // verifying, which must not move a timestamp back inside the window.
+    let stale = signed_with(&signer, "/hook", "msg_stale", keys::now() - 310, BODY)?;
+    expect(&send(&app, &stale).await?, 401, "timestamp 310 s old")?;
+    let future = signed_with(&signer, "/hook", "msg_future", keys::now() + 310, BODY)?;
+    expect(&send(&app, &future).await?, 401, "timestamp 310 s ahead")?;
+    let edge = signed_with(&signer, "/hook", "msg_edge", keys::now() - 280, BODY)?;
     expect(&send(&app, &edge).await?, 204, "timestamp within tolerance")?;
     Ok(())
 }
