@@ -58,7 +58,9 @@ use std::fmt;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -658,9 +660,10 @@ const MIN_RENEWAL: Duration = Duration::from_millis(10);
 /// its delivery; if a renewal finds that another attempt took over, it stops
 /// and says so in the log (the later `complete` is then refused by the store).
 ///
-/// [`complete`](Self::complete) or [`release`](Self::release) it. Both run as
-/// a task on the tokio runtime that the caller awaits: if the caller's future
-/// is dropped meanwhile, the settlement still finishes. A `complete` that
+/// [`complete`](Self::complete) or [`release`](Self::release) it. Both run in
+/// the caller's task; if the caller's future is dropped before the
+/// settlement finished, the rest of it runs as a task on the tokio runtime,
+/// so it still finishes. A `complete` that
 /// fails is retried in the background with backoff (see
 /// [`ReceiverBuilder::complete_retry`]). When the guard is dropped unsettled
 /// (the request future was dropped mid-handler), it releases the claim in
@@ -757,20 +760,28 @@ impl ClaimGuard {
         let Some(settle) = self.settle.take() else {
             return false;
         };
-        let (first, answer) = oneshot::channel();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn(settle.complete(first))),
+        let (first, mut answer) = oneshot::channel();
+        if tokio::runtime::Handle::try_current().is_err() {
             // No runtime to retry on: one try, here.
-            Err(_) => {
-                Settle {
-                    complete_retry: Duration::ZERO,
-                    ..settle
-                }
-                .complete(first)
-                .await;
+            Settle {
+                complete_retry: Duration::ZERO,
+                ..settle
             }
+            .complete(first)
+            .await;
+            return answer.await.unwrap_or(false);
         }
-        answer.await.unwrap_or(false)
+        // The first try runs here; retries of a failed one go on after the
+        // answer, as a runtime task, as does whatever is left if this
+        // future is dropped.
+        let mut work = Detached::new(settle.complete(first));
+        std::future::poll_fn(|cx| {
+            let _ = Pin::new(&mut work).poll(cx);
+            Pin::new(&mut answer)
+                .poll(cx)
+                .map(|first| first.unwrap_or(false))
+        })
+        .await
     }
 
     /// Forgets the claim so the sender's retry can run. Returns whether the
@@ -780,8 +791,53 @@ impl ClaimGuard {
             return false;
         };
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => runtime.spawn(settle.release()).await.unwrap_or(false),
+            Ok(_) => Detached::new(settle.release()).await.unwrap_or(false),
             Err(_) => settle.release().await,
+        }
+    }
+}
+
+/// Work that runs in the task that polls it, until that task drops it:
+/// then whatever is left runs to its end as a task on the tokio runtime.
+///
+/// Settling a claim this way costs one allocation where a spawned task costs
+/// a task, a scheduling round and a wake-up, yet survives the request's
+/// future being dropped halfway, like a spawned task.
+struct Detached<T: Send + 'static> {
+    work: Option<Pin<Box<dyn Future<Output = T> + Send>>>,
+}
+
+impl<T: Send + 'static> Detached<T> {
+    fn new(work: impl Future<Output = T> + Send + 'static) -> Self {
+        Self {
+            work: Some(Box::pin(work)),
+        }
+    }
+}
+
+impl<T: Send + 'static> Future for Detached<T> {
+    /// `None` once finished (polled again after its output was taken).
+    type Output = Option<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let output = std::task::ready!(work.as_mut().poll(cx));
+        self.work = None;
+        Poll::Ready(Some(output))
+    }
+}
+
+impl<T: Send + 'static> Drop for Detached<T> {
+    fn drop(&mut self) {
+        if let Some(work) = self.work.take() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(work)),
+                Err(_) => tracing::warn!(
+                    "a claim's settlement was dropped outside a runtime; its lease will expire instead"
+                ),
+            }
         }
     }
 }
@@ -817,7 +873,8 @@ impl Settle {
                 let _ = first.send(applied);
             }
         };
-        let started = Instant::now();
+        // Read the clock only once a try failed: the common path skips it.
+        let mut started: Option<Instant> = None;
         let mut delay = FIRST_COMPLETE_RETRY;
         let mut attempt: u32 = 1;
         loop {
@@ -851,6 +908,7 @@ impl Settle {
                     report(false);
                     // Keep the claim while the completion is retried.
                     self.start_renewal();
+                    let started = *started.get_or_insert_with(Instant::now);
                     if started.elapsed() + delay > self.complete_retry {
                         tracing::error!(key = %self.key, error = %error, attempt, "complete failed after a 2xx; giving up, a retry may run the handler again");
                         return;

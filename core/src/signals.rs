@@ -120,6 +120,10 @@ pub(crate) struct Signals {
     route: Arc<str>,
     #[cfg(feature = "metrics")]
     schemes: RwLock<Vec<Arc<SchemeHandles>>>,
+    /// The first scheme's handles, read without a lock: a receiver's
+    /// verifier nearly always reports one scheme.
+    #[cfg(feature = "metrics")]
+    first: std::sync::OnceLock<Arc<SchemeHandles>>,
 }
 
 impl std::fmt::Debug for Signals {
@@ -236,6 +240,17 @@ impl Signals {
             route: Arc::from(route),
             #[cfg(feature = "metrics")]
             schemes: RwLock::new(Vec::new()),
+            #[cfg(feature = "metrics")]
+            first: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Runs `f` with the scheme's handles.
+    #[cfg(feature = "metrics")]
+    fn with(&self, scheme: &'static str, f: impl FnOnce(&SchemeHandles)) {
+        match self.first.get() {
+            Some(first) if first.scheme == scheme => f(first),
+            _ => f(&self.handles(scheme)),
         }
     }
 
@@ -253,13 +268,14 @@ impl Signals {
         }
         let handles = Arc::new(SchemeHandles::new(scheme, &self.route));
         write.push(Arc::clone(&handles));
+        let _ = self.first.set(Arc::clone(&handles));
         handles
     }
 
     /// A request reached the pipeline.
     pub(crate) fn received(&self, scheme: &'static str) {
         #[cfg(feature = "metrics")]
-        self.handles(scheme).received.increment(1);
+        self.with(scheme, |h| h.received.increment(1));
         #[cfg(not(feature = "metrics"))]
         let _ = scheme;
     }
@@ -267,7 +283,7 @@ impl Signals {
     /// A body was read in full.
     pub(crate) fn body_read(&self, scheme: &'static str, len: usize) {
         #[cfg(feature = "metrics")]
-        self.handles(scheme).body_size.record(len as f64);
+        self.with(scheme, |h| h.body_size.record(len as f64));
         #[cfg(not(feature = "metrics"))]
         let _ = (scheme, len);
     }
@@ -276,10 +292,11 @@ impl Signals {
     pub(crate) fn verified(&self, scheme: &'static str, key: &MatchedKey, took: Duration) {
         #[cfg(feature = "metrics")]
         {
-            let h = self.handles(scheme);
             let index = KEYS.iter().position(|k| *k == key_label(key)).unwrap_or(0);
-            h.verified[index].increment(1);
-            h.verify.record(took);
+            self.with(scheme, |h| {
+                h.verified[index].increment(1);
+                h.verify.record(took);
+            });
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (scheme, key, took);
@@ -289,7 +306,7 @@ impl Signals {
     /// [`rejected`](Self::rejected)).
     pub(crate) fn verify_failed(&self, scheme: &'static str, took: Duration) {
         #[cfg(feature = "metrics")]
-        self.handles(scheme).verify.record(took);
+        self.with(scheme, |h| h.verify.record(took));
         #[cfg(not(feature = "metrics"))]
         let _ = (scheme, took);
     }
@@ -297,7 +314,7 @@ impl Signals {
     /// The claim answered after `took`.
     pub(crate) fn claimed(&self, scheme: &'static str, took: Duration) {
         #[cfg(feature = "metrics")]
-        self.handles(scheme).claim.record(took);
+        self.with(scheme, |h| h.claim.record(took));
         #[cfg(not(feature = "metrics"))]
         let _ = (scheme, took);
     }
@@ -306,13 +323,12 @@ impl Signals {
     pub(crate) fn rejected(&self, scheme: &'static str, rejection: &Rejection) {
         #[cfg(feature = "metrics")]
         {
-            let h = self.handles(scheme);
-            match rejection {
+            self.with(scheme, |h| match rejection {
                 Rejection::Duplicate => h.completed.increment(1),
                 Rejection::InFlight { .. } => h.in_flight.increment(1),
                 Rejection::HandlerPanicked => {}
                 other => h.rejected(other.kind(), &self.route),
-            }
+            });
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (scheme, rejection);
@@ -323,7 +339,7 @@ impl Signals {
         #[cfg(feature = "metrics")]
         {
             let index = StoreOp::ALL.iter().position(|o| *o == op).unwrap_or(0);
-            self.handles(scheme).store_errors[index].increment(1);
+            self.with(scheme, |h| h.store_errors[index].increment(1));
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (scheme, op);
@@ -333,11 +349,12 @@ impl Signals {
     pub(crate) fn handled(&self, scheme: &'static str, status: Option<u16>, took: Duration) {
         #[cfg(feature = "metrics")]
         {
-            let h = self.handles(scheme);
             let class = status.map_or("panic", status_class);
             let index = CLASSES.iter().position(|c| *c == class).unwrap_or(4);
-            h.handler[index].increment(1);
-            h.handler_time.record(took);
+            self.with(scheme, |h| {
+                h.handler[index].increment(1);
+                h.handler_time.record(took);
+            });
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (scheme, status, took);

@@ -43,6 +43,8 @@ struct Recording {
     failing_completes: AtomicUsize,
     /// Each `complete` waits this long first.
     complete_delay: Duration,
+    /// Each `release` waits this long before releasing.
+    release_delay: Duration,
     fail_claim: bool,
     /// `claim` fails with a permanent error.
     refuse_claim: bool,
@@ -85,6 +87,7 @@ impl DedupStore for Recording {
         self.inner.complete(key, token, retention).await
     }
     async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
+        tokio::time::sleep(self.release_delay).await;
         self.releases.fetch_add(1, Ordering::SeqCst);
         self.inner.release(key, token).await
     }
@@ -316,6 +319,36 @@ async fn request_dropped_during_complete_still_completes() {
     );
     let retry = deliver(&receiver, "msg_gone", b"{}", |_, _| async { 204u16 }).await;
     assert_eq!(retry, Err(Rejection::Duplicate));
+}
+
+#[tokio::test]
+async fn request_dropped_during_release_still_releases() {
+    let store = Arc::new(Recording {
+        release_delay: Duration::from_millis(300),
+        ..Recording::default()
+    });
+    // The handler fails at once, so the claim is released; the request is
+    // dropped 100 ms later, while `release` is still under way.
+    let receiver = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
+        .shared_store(Arc::clone(&store) as Arc<dyn DedupStore>)
+        .lease(Duration::from_secs(60))
+        .build();
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(100),
+        deliver(&receiver, "msg_fails", b"{}", |_, _| async { 500u16 }),
+    )
+    .await;
+    assert!(dropped.is_err(), "the request must be dropped mid-release");
+    assert!(
+        eventually(Duration::from_secs(3), || store
+            .releases
+            .load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
+    // Released, not left to its 60 s lease: the sender's retry runs now.
+    let retry = deliver(&receiver, "msg_fails", b"{}", |_, _| async { 204u16 }).await;
+    assert_eq!(retry, Ok(204));
 }
 
 #[tokio::test]

@@ -1,9 +1,11 @@
 //! The in-process [`DedupStore`]: a sharded hash map with explicit eviction order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use hashbrown::HashTable;
 use std::time::{Duration, Instant};
 
 use super::{Claim, ClaimToken, DedupStore, StoreError, Transition};
@@ -47,12 +49,28 @@ struct Slot {
     stamp: u64,
 }
 
+/// A key in a shard's table, with its hash (computed once per operation:
+/// lookups, inserts and the table's growth reuse it).
+struct Entry {
+    key: Arc<str>,
+    hash: u64,
+    slot: Slot,
+}
+
 /// A key's place in one of a shard's queues, with the deadline its state had
 /// when queued (so that a sweep finds nothing to do without a lookup).
 struct Queued {
     key: Arc<str>,
+    hash: u64,
     stamp: u64,
     deadline: Ms,
+}
+
+/// Whether `entry` holds `key`: the same allocation (a queue entry and its
+/// table entry share it) or, failing that, the same text.
+fn holds(entry: &Entry, key: &str) -> bool {
+    (std::ptr::eq(entry.key.as_ptr(), key.as_ptr()) && entry.key.len() == key.len())
+        || *entry.key == *key
 }
 
 /// One shard: the map, and two queues of its keys in the order they will be
@@ -69,7 +87,7 @@ struct Queued {
 /// and a queue is compacted when stale entries outnumber live ones.
 #[derive(Default)]
 struct Shard {
-    map: HashMap<Arc<str>, Slot, RandomState>,
+    table: HashTable<Entry>,
     in_flight: VecDeque<Queued>,
     completed: VecDeque<Queued>,
     live_in_flight: usize,
@@ -107,11 +125,14 @@ impl Shard {
         self.next_stamp
     }
 
+    fn get(&self, hash: u64, key: &str) -> Option<&Entry> {
+        self.table.find(hash, |e| holds(e, key))
+    }
+
     /// Whether `entry` is the current queue entry of a live `kind` slot.
     fn is_current(&self, entry: &Queued, kind: Kind) -> bool {
-        self.map
-            .get(&*entry.key)
-            .is_some_and(|slot| slot.stamp == entry.stamp && slot.state.kind() == kind)
+        self.get(entry.hash, &entry.key)
+            .is_some_and(|e| e.slot.stamp == entry.stamp && e.slot.state.kind() == kind)
     }
 
     fn queue(&mut self, kind: Kind) -> &mut VecDeque<Queued> {
@@ -130,7 +151,7 @@ impl Shard {
 
     /// Stores `state` under `key` (an existing key's `Arc` is reused) and
     /// queues it, keeping the live counts right.
-    fn put(&mut self, key: Arc<str>, state: State, previous: Option<State>) {
+    fn put(&mut self, hash: u64, key: &Arc<str>, state: State, previous: Option<State>) {
         if let Some(previous) = previous {
             *self.live_mut(previous.kind()) -= 1;
         }
@@ -138,17 +159,33 @@ impl Shard {
         let kind = state.kind();
         *self.live_mut(kind) += 1;
         self.queue(kind).push_back(Queued {
-            key: Arc::clone(&key),
+            key: Arc::clone(key),
+            hash,
             stamp,
             deadline: state.deadline(),
         });
-        self.map.insert(key, Slot { state, stamp });
+        let slot = Slot { state, stamp };
+        match self.table.find_mut(hash, |e| holds(e, key)) {
+            Some(entry) => entry.slot = slot,
+            None => {
+                self.table.insert_unique(
+                    hash,
+                    Entry {
+                        key: Arc::clone(key),
+                        hash,
+                        slot,
+                    },
+                    |e| e.hash,
+                );
+            }
+        }
         self.compact(kind);
     }
 
-    fn remove(&mut self, key: &str) {
-        if let Some(slot) = self.map.remove(key) {
-            *self.live_mut(slot.state.kind()) -= 1;
+    fn remove(&mut self, hash: u64, key: &str) {
+        if let Ok(found) = self.table.find_entry(hash, |e| holds(e, key)) {
+            let (entry, _) = found.remove();
+            *self.live_mut(entry.slot.state.kind()) -= 1;
         }
     }
 
@@ -183,7 +220,7 @@ impl Shard {
                     break;
                 };
                 if self.is_current(&front, kind) {
-                    self.remove(&front.key);
+                    self.remove(front.hash, &front.key);
                 }
             }
         }
@@ -195,18 +232,20 @@ impl Shard {
     fn evict_one(&mut self, now: Ms) -> bool {
         while let Some(front) = self.completed.pop_front() {
             if self.is_current(&front, Kind::Completed) {
-                self.remove(&front.key);
+                self.remove(front.hash, &front.key);
                 return true;
             }
         }
-        let position = self.in_flight.iter().position(|entry| {
-            self.is_current(entry, Kind::InFlight)
-                && matches!(self.map[&*entry.key].state,
-                    State::InFlight { lease_end, .. } if lease_end <= now)
+        let position = self.in_flight.iter().position(|queued| {
+            self.get(queued.hash, &queued.key).is_some_and(|e| {
+                e.slot.stamp == queued.stamp
+                    && matches!(e.slot.state,
+                        State::InFlight { lease_end, .. } if lease_end <= now)
+            })
         });
         match position.and_then(|i| self.in_flight.remove(i)) {
-            Some(entry) => {
-                self.remove(&entry.key);
+            Some(queued) => {
+                self.remove(queued.hash, &queued.key);
                 true
             }
             None => false,
@@ -322,7 +361,7 @@ impl MemoryStore {
     /// their time that were not dropped yet).
     #[must_use]
     pub fn len(&self) -> usize {
-        self.inner.shards.iter().map(|s| lock(s).map.len()).sum()
+        self.inner.shards.iter().map(|s| lock(s).table.len()).sum()
     }
 
     /// Whether no key is held.
@@ -335,12 +374,14 @@ impl MemoryStore {
         millis(self.inner.epoch.elapsed())
     }
 
-    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
+    /// The key's hash, and its shard, locked.
+    fn shard(&self, key: &str) -> (u64, MutexGuard<'_, Shard>) {
         let shards = &self.inner.shards;
-        // The high bits: the map inside uses the low ones (its own hasher).
+        // Bits 32 and up pick the shard; the table inside uses the lowest
+        // bits for its buckets and the top 7 as tags.
         let hash = self.inner.hasher.hash_one(key);
         let index = (hash >> 32) as usize & (shards.len() - 1);
-        lock(&shards[index])
+        (hash, lock(&shards[index]))
     }
 
     /// Applies `next` to the key's in-flight state if `token` holds it, even
@@ -353,20 +394,20 @@ impl MemoryStore {
         next: impl FnOnce(Ms) -> Option<State>,
     ) -> Transition {
         let now = self.now();
-        let mut shard = self.shard(key);
-        let Some((stored, slot)) = shard.map.get_key_value(key) else {
+        let (hash, mut shard) = self.shard(key);
+        let Some(entry) = shard.get(hash, key) else {
             return Transition::Stale;
         };
-        let held = matches!(slot.state,
+        let held = matches!(entry.slot.state,
             State::InFlight { token: t, keep_until, .. } if t == split(token) && keep_until > now);
         if !held {
             return Transition::Stale;
         }
-        let previous = slot.state;
-        let stored = Arc::clone(stored);
+        let previous = entry.slot.state;
+        let stored = Arc::clone(&entry.key);
         match next(now) {
-            Some(state) => shard.put(stored, state, Some(previous)),
-            None => shard.remove(key),
+            Some(state) => shard.put(hash, &stored, state, Some(previous)),
+            None => shard.remove(hash, key),
         }
         Transition::Applied
     }
@@ -403,12 +444,11 @@ impl DedupStore for MemoryStore {
         lease: Duration,
     ) -> Result<Claim, StoreError> {
         let now = self.now();
-        let mut shard = self.shard(key);
+        let (hash, mut shard) = self.shard(key);
         shard.sweep(now);
         let existing = shard
-            .map
-            .get_key_value(key)
-            .map(|(k, s)| (Arc::clone(k), *s));
+            .get(hash, key)
+            .map(|e| (Arc::clone(&e.key), e.slot));
         match existing {
             Some((stored, Slot { state, stamp })) => match state {
                 State::InFlight { lease_end, .. } if lease_end > now => Ok(Claim::InFlight {
@@ -422,21 +462,21 @@ impl DedupStore for MemoryStore {
                         .back()
                         .is_none_or(|last| last.stamp != stamp)
                     {
-                        shard.put(stored, state, Some(state));
+                        shard.put(hash, &stored, state, Some(state));
                     }
                     Ok(Claim::Completed)
                 }
                 // A lease that ran out (takeover) or a retention that did.
                 _ => {
-                    shard.put(stored, in_flight(token, lease, now), Some(state));
+                    shard.put(hash, &stored, in_flight(token, lease, now), Some(state));
                     Ok(Claim::Claimed)
                 }
             },
             None => {
-                if shard.map.len() >= self.inner.shard_capacity && !shard.evict_one(now) {
+                if shard.table.len() >= self.inner.shard_capacity && !shard.evict_one(now) {
                     return Err(StoreError::unavailable(Full));
                 }
-                shard.put(Arc::from(key), in_flight(token, lease, now), None);
+                shard.put(hash, &Arc::from(key), in_flight(token, lease, now), None);
                 Ok(Claim::Claimed)
             }
         }

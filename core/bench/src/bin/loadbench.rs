@@ -92,6 +92,10 @@ struct Options {
     server_cpu: String,
     client_cpu: String,
     memory: bool,
+    /// Another build of `load_server` (e.g. of the parent commit): every
+    /// configuration but `bare` also runs on it, as `<config>@base`,
+    /// interleaved with this build's runs.
+    baseline: Option<PathBuf>,
 }
 
 fn options() -> Options {
@@ -107,6 +111,7 @@ fn options() -> Options {
         server_cpu: "1".into(),
         client_cpu: "0".into(),
         memory: false,
+        baseline: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -121,17 +126,37 @@ fn options() -> Options {
             "--server-cpu" => o.server_cpu = value(),
             "--client-cpu" => o.client_cpu = value(),
             "--memory" => o.memory = true,
+            "--baseline" => o.baseline = Some(value().into()),
             _ => {
                 println!(
                     "loadbench [--rounds 3] [--secs 3] [--conns 64] [--frameworks axum,actix]\n  \
-                     [--configs {}] [--server PATH] [--server-cpu 1] [--client-cpu 0] [--memory]",
+                     [--configs {}] [--server PATH] [--server-cpu 1] [--client-cpu 0] [--memory]\n  \
+                     [--baseline PATH-TO-ANOTHER-load_server]",
                     CONFIGS.join(",")
                 );
                 std::process::exit(if arg == "--help" { 0 } else { 2 });
             }
         }
     }
+    if o.baseline.is_some() {
+        let base: Vec<String> = o
+            .configs
+            .iter()
+            .filter(|c| *c != "bare")
+            .map(|c| format!("{c}@base"))
+            .collect();
+        o.configs.extend(base);
+    }
     o
+}
+
+/// A configuration's name without its `@base` suffix, and the server binary
+/// that runs it.
+fn server_for<'a>(o: &'a Options, config: &'a str) -> (&'a str, &'a Path) {
+    match (config.strip_suffix("@base"), &o.baseline) {
+        (Some(config), Some(base)) => (config, base),
+        _ => (config, &o.server),
+    }
 }
 
 fn unix_now() -> u64 {
@@ -193,10 +218,11 @@ struct Server {
 
 impl Server {
     fn start(o: &Options, framework: &str, config: &str, port: u16, namespace: &str) -> Self {
+        let (config, path) = server_for(o, config);
         let server_config = if config == "dup" { "dedup" } else { config };
         let mut child = Command::new("taskset")
             .args(["-c", &o.server_cpu])
-            .arg(&o.server)
+            .arg(path)
             .args([framework, server_config, &port.to_string(), namespace])
             .stdout(Stdio::piped())
             .spawn()
@@ -284,8 +310,9 @@ struct Run {
 
 fn run_one(o: &Options, dir: &Path, framework: &str, config: &str, tag: &str) -> Run {
     let port = 18_000 + (std::process::id() % 1000) as u16;
-    let namespace = format!("lb{tag}");
-    if config == "postgres" {
+    let namespace = format!("lb{tag}").replace('@', "_");
+    let server = server_for(o, config).0;
+    if server == "postgres" {
         let url = env_or(
             "WEBHOOKS_POSTGRES_URL",
             "postgres://postgres@127.0.0.1:5432/test",
@@ -297,6 +324,7 @@ fn run_one(o: &Options, dir: &Path, framework: &str, config: &str, tag: &str) ->
             .status();
     }
     let server = Server::start(o, framework, config, port, &namespace);
+    let config = server_for(o, config).0;
 
     let verifier = StandardWebhooks::new(SECRET).expect("secret");
     let body = body();
@@ -437,13 +465,19 @@ fn load(o: &Options) {
         o.rounds, o.secs, o.conns
     );
     println!("{header}\n{rule}");
-    for (config, label) in LABELS {
-        if !o.configs.iter().any(|c| c == config) {
+    let rows = LABELS.iter().flat_map(|&(config, label)| {
+        [
+            (config.to_owned(), label.to_owned()),
+            (format!("{config}@base"), format!("{label}, baseline build")),
+        ]
+    });
+    for (config, label) in rows {
+        if !o.configs.contains(&config) {
             continue;
         }
         let mut line = format!("| {label} |");
         for f in &o.frameworks {
-            let key = (f.clone(), config.to_owned());
+            let key = (f.clone(), config.clone());
             let us = runs
                 .get(&key)
                 .map(|r| r.iter().map(|r| r.server_us).collect())
@@ -458,9 +492,13 @@ fn load(o: &Options) {
         "| config | framework | req/s | server µs/req | Redis µs/req | PostgreSQL µs/req | non-2xx |"
     );
     println!("|---|---|---:|---:|---:|---:|---:|");
-    for (config, _) in LABELS {
+    let rows = LABELS
+        .iter()
+        .flat_map(|&(config, _)| [config.to_owned(), format!("{config}@base")]);
+    for config in rows {
+        let kind = config.trim_end_matches("@base");
         for f in &o.frameworks {
-            let Some(r) = runs.get(&(f.clone(), config.to_owned())) else {
+            let Some(r) = runs.get(&(f.clone(), config.clone())) else {
                 continue;
             };
             let m = |g: fn(&Run) -> f64| median(r.iter().map(g).collect()).0;
@@ -469,12 +507,12 @@ fn load(o: &Options) {
                 "| {config} | {f} | {:.0} | {:.1} | {} | {} | {non_2xx} |",
                 m(|r| r.rate),
                 m(|r| r.server_us),
-                if config == "redis" {
+                if kind == "redis" {
                     format!("{:.1}", m(|r| r.redis_us))
                 } else {
                     "—".into()
                 },
-                if config == "postgres" {
+                if kind == "postgres" {
                     format!("{:.1}", m(|r| r.postgres_us))
                 } else {
                     "—".into()
