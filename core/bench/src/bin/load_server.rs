@@ -214,7 +214,11 @@ fn actix_server(config: Config, port: u16, namespace: &str) {
                         }),
                     )
                 }
-                (_, None) => App::new().route("/hook", web::post().to(bare)),
+                // The same 2 MiB `web::Bytes` limit as the layer's routes,
+                // so that `loadbench --memory --configs bare` compares.
+                (_, None) => App::new()
+                    .app_data(web::PayloadConfig::new(2 << 20))
+                    .route("/hook", web::post().to(bare)),
                 // actix's own `web::Bytes` limit (256 KiB) would refuse
                 // verified bodies the layer accepted: the layer's applies.
                 (_, Some(receiver)) => App::new()

@@ -533,7 +533,9 @@ fn memory(o: &Options) {
     println!("|---|---:|---:|---:|---:|---|");
     for framework in &o.frameworks {
         let port = 19_000 + (std::process::id() % 1000) as u16;
-        let server = Server::start(o, framework, "dedup", port, "mem");
+        // The default route, unless `--configs` names another (e.g. `bare`).
+        let config = if o.configs.len() == 1 { &o.configs[0] } else { "dedup" };
+        let server = Server::start(o, framework, config, port, "mem");
         let idle = server.rss_kib().1;
         let verifier = StandardWebhooks::new(SECRET).unwrap();
         let ts = unix_now();
