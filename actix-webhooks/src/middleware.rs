@@ -213,10 +213,8 @@ fn to_http_headers(headers: &actix_web::http::header::HeaderMap) -> http::Header
 /// Reads the payload, stopping at `limit`.
 ///
 /// With a `Content-Length` (the pipeline has already refused one above the
-/// limit), the buffer is allocated once at that size: growing it by doubling
-/// while 1 MiB bodies arrive leaves freed smaller buffers behind in the
-/// allocator, which under many concurrent uploads costs more memory than the
-/// bodies themselves.
+/// limit), the buffer is allocated once at that size instead of growing from
+/// 32 KiB by doubling and copying.
 async fn read_limited(
     payload: Result<web::Payload, Error>,
     declared: Option<usize>,
