@@ -282,10 +282,10 @@ impl Shard {
 /// above the deliveries received within the retention period: at the default
 /// 7 days, 1,000,000 keys cover 1.65 deliveries/s sustained.
 ///
-/// **Memory.** About 260 bytes per remembered delivery with the pipeline's
-/// keys (measured by `cargo run --release -p webhooks-core --example
-/// memory_footprint`): 100,000 deliveries ≈ 22 MiB, the default capacity of
-/// 1,000,000 ≈ 250 MiB at most.
+/// **Memory.** About 255–280 bytes per remembered delivery with the
+/// pipeline's keys (measured by `cargo run --release -p webhooks-core
+/// --example memory_footprint`): 100,000 deliveries ≈ 24 MiB, the default
+/// capacity of 1,000,000 ≈ 270 MiB at most.
 ///
 /// ```
 /// use webhooks_core::dedup::MemoryStore;
