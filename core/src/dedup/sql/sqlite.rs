@@ -77,6 +77,14 @@ sql_store! {
     /// for the write lock held by another process (the busy timeout)
     /// included (default [`SqliteStore::DEFAULT_COMMAND_TIMEOUT`]). The wait
     /// for the connection is bounded by the connect timeout.
+    ///
+    /// Bursts: the pooled connections also wait for the write lock within
+    /// this timeout, and SQLite's busy handler retries by sleeping, not in
+    /// order. On a starved CPU a burst of hundreds of concurrent deliveries
+    /// can see an operation wait past 2 s (answered 503 + `Retry-After`: the
+    /// sender retries, nothing is lost). Raise it (e.g. to 30 s) where
+    /// bursts meet a busy machine, or use one connection
+    /// ([`max_connections(1)`](Self::max_connections)), which queues in order.
     fn command_timeout;
 
     /// The pool's maximum number of connections (default 4). SQLite has one
