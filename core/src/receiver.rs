@@ -442,7 +442,7 @@ impl Receiver {
         );
         let started = Instant::now();
         self.inner.signals.received(scheme);
-        let result = work.instrument(span.clone()).await;
+        let result = Box::pin(work).instrument(span.clone()).await;
         let _enter = span.enter();
         span.record(
             "latency_us",
@@ -582,11 +582,12 @@ impl Admission {
                 Err(panic) => Err(panic),
             }
         };
+        // Pinned once, here: one slot in this future's state for both arms.
+        let mut outcome = std::pin::pin!(outcome);
         let outcome = match claim.as_mut() {
             // Renewal starts only if the handler outlives one renewal interval:
             // a quick handler costs a timer, not a task.
             Some(guard) => {
-                let mut outcome = std::pin::pin!(outcome);
                 let beat = std::pin::pin!(tokio::time::sleep(guard.renewal_interval()));
                 match futures_util::future::select(outcome.as_mut(), beat).await {
                     Either::Left((output, _)) => output,
@@ -762,12 +763,15 @@ impl ClaimGuard {
         };
         let (first, mut answer) = oneshot::channel();
         if tokio::runtime::Handle::try_current().is_err() {
-            // No runtime to retry on: one try, here.
-            Settle {
-                complete_retry: Duration::ZERO,
-                ..settle
-            }
-            .complete(first)
+            // No runtime to retry on: one try, here (boxed: this rare path
+            // must not grow every request's future).
+            Box::pin(
+                Settle {
+                    complete_retry: Duration::ZERO,
+                    ..settle
+                }
+                .complete(first),
+            )
             .await;
             return answer.await.unwrap_or(false);
         }
@@ -792,7 +796,7 @@ impl ClaimGuard {
         };
         match tokio::runtime::Handle::try_current() {
             Ok(_) => Detached::new(settle.release()).await.unwrap_or(false),
-            Err(_) => settle.release().await,
+            Err(_) => Box::pin(settle.release()).await,
         }
     }
 }
