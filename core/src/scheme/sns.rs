@@ -190,7 +190,6 @@ impl ReqwestFetcher {
     /// let fetcher = ReqwestFetcher::with_client(client);
     /// # let _ = fetcher; Ok(()) }
     /// ```
-    #[must_use]
     pub fn client_builder() -> reqwest::ClientBuilder {
         reqwest::Client::builder()
             .https_only(true)
