@@ -142,11 +142,11 @@ enum Text<'a> {
     Int(u64),
 }
 
-impl Text<'_> {
-    fn into_string(self) -> String {
+impl<'a> Text<'a> {
+    fn into_text(self) -> Cow<'a, str> {
         match self {
-            Self::Str(s) => s.into_owned(),
-            Self::Int(n) => n.to_string(),
+            Self::Str(s) => s,
+            Self::Int(n) => Cow::Owned(n.to_string()),
         }
     }
 }
@@ -176,30 +176,30 @@ struct JsonBody<'a> {
 }
 
 /// The signed fields of one request, whichever the body's encoding.
-struct Fields {
-    timestamp: Option<String>,
-    token: Option<String>,
-    signature: Option<String>,
-    event: Option<String>,
+struct Fields<'a> {
+    timestamp: Option<Cow<'a, str>>,
+    token: Option<Cow<'a, str>>,
+    signature: Option<Cow<'a, str>>,
+    event: Option<Cow<'a, str>>,
 }
 
-fn json_fields(body: &[u8]) -> Result<Fields, VerifyError> {
+fn json_fields(body: &[u8]) -> Result<Fields<'_>, VerifyError> {
     let parsed: JsonBody<'_> = serde_json::from_slice(body)
         .map_err(|_| VerifyError::malformed_field("body", "not a Mailgun JSON event"))?;
     let block = parsed
         .signature
         .ok_or(VerifyError::MissingField("signature"))?;
     Ok(Fields {
-        timestamp: block.timestamp.map(Text::into_string),
-        token: block.token.map(Cow::into_owned),
-        signature: block.signature.map(Cow::into_owned),
-        event: parsed.event_data.and_then(|e| e.event).map(Cow::into_owned),
+        timestamp: block.timestamp.map(Text::into_text),
+        token: block.token,
+        signature: block.signature,
+        event: parsed.event_data.and_then(|e| e.event),
     })
 }
 
 /// The fields of an `application/x-www-form-urlencoded` body; the first of
 /// each name counts.
-fn form_fields(body: &[u8]) -> Result<Fields, VerifyError> {
+fn form_fields(body: &[u8]) -> Result<Fields<'_>, VerifyError> {
     let mut fields = Fields {
         timestamp: None,
         token: None,
@@ -219,10 +219,10 @@ fn form_fields(body: &[u8]) -> Result<Fields, VerifyError> {
             _ => continue,
         };
         if slot.is_none() {
-            *slot = Some(
+            *slot = Some(Cow::Owned(
                 percent_decode(value)
                     .ok_or(VerifyError::malformed_field("body", "bad form encoding"))?,
-            );
+            ));
         }
     }
     Ok(fields)
@@ -308,9 +308,9 @@ impl Verifier for Mailgun {
             .ok_or(VerifyError::NoMatchingSignature)?;
         Ok(Verified {
             scheme: SCHEME,
-            id: Some(token),
+            id: Some(token.into_owned()),
             timestamp: Some(timestamp),
-            event_type: fields.event.filter(|e| !e.is_empty()),
+            event_type: fields.event.filter(|e| !e.is_empty()).map(Cow::into_owned),
             matched_key: MatchedKey::Secret(index),
             scope: None,
             identity: Identity::SignedId,

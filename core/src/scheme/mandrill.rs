@@ -31,7 +31,7 @@ use std::time::SystemTime;
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
-use super::provider::{HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params};
+use super::provider::{FormParams, HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params};
 use super::{SecretList, Secrets, encode_base64, header, signed_headers};
 use crate::{ConfigError, Identity, MatchedKey, PublicUrl, Verified, VerifyError};
 
@@ -52,9 +52,9 @@ pub struct Mandrill {
 
 debug_fields!(Mandrill: secrets, public_url);
 
-fn feed(mac: &mut HmacSha1, url: &str, params: &[(String, String)]) {
+fn feed(mac: &mut HmacSha1, url: &str, params: &FormParams) {
     mac.update(url.as_bytes());
-    for (name, value) in params {
+    for (name, value) in params.iter() {
         mac.update(name.as_bytes());
         mac.update(value.as_bytes());
     }

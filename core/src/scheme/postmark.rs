@@ -51,22 +51,34 @@ const SCHEME: &str = "postmark";
 /// The longest `Authorization` value read: credentials are short, and a huge
 /// header must not cost a large decode.
 const MAX_AUTHORIZATION_LEN: usize = 1024;
+/// What base64 of [`MAX_AUTHORIZATION_LEN`] characters decodes to, at most.
+const MAX_DECODED_LEN: usize = MAX_AUTHORIZATION_LEN / 4 * 3;
 
-/// One configured user and password, kept as their SHA-256 digests so that
-/// the comparison takes the same time whatever the lengths. `Debug` is not
-/// derived: nothing of it is ever printed.
+/// One configured `user:password`, kept as the SHA-256 digest of that text
+/// so that the comparison takes the same time whatever the lengths. The
+/// user holds no `:` (the builder refuses it), so the text names the pair
+/// exactly: one digest compares both. `Debug` is not derived: nothing of it
+/// is ever printed.
 #[derive(Clone)]
 struct Credential {
-    user: [u8; 32],
-    password: [u8; 32],
+    digest: [u8; 32],
 }
 
 impl Credential {
-    /// Whether `user` and `password` (already digested) are this
-    /// credential's; both are compared, in constant time, whatever the first
-    /// comparison says.
-    fn matches(&self, user: &[u8; 32], password: &[u8; 32]) -> bool {
-        ct_eq(&self.user, user) & ct_eq(&self.password, password)
+    fn new(user: &str, password: &str) -> Self {
+        let mut hash = Sha256::new();
+        hash.update(user.as_bytes());
+        hash.update(b":");
+        hash.update(password.as_bytes());
+        Self {
+            digest: hash.finalize().into(),
+        }
+    }
+
+    /// Whether the presented `user:password` (already digested) is this
+    /// credential, compared in constant time.
+    fn matches(&self, digest: &[u8; 32]) -> bool {
+        ct_eq(&self.digest, digest)
     }
 }
 
@@ -76,7 +88,7 @@ impl Credential {
 /// * header `Authorization: Basic <base64 of user:password>`; missing is a
 ///   `400`, not `Basic` or not decodable is a `400`, unknown credentials a `401`;
 /// * each configured credential is compared, user and password, in constant
-///   time (as SHA-256 digests, so lengths do not show either);
+///   time (as one SHA-256 digest of `user:password`, so lengths do not show either);
 ///   [`MatchedKey::Secret`] is the index of the credential that matched;
 /// * no signature, no timestamp: **no replay window**. A replay is stopped
 ///   only by deduplication on [`Verified::id`], which is
@@ -138,8 +150,12 @@ impl Postmark {
     }
 }
 
-/// The user and password of a `Basic` credential.
-fn basic_credentials(value: &str) -> Result<Vec<u8>, VerifyError> {
+/// The decoded `user:password` of a `Basic` credential, written into `out`
+/// (a value within [`MAX_AUTHORIZATION_LEN`] decodes to at most 768 bytes).
+fn basic_credentials<'o>(
+    value: &str,
+    out: &'o mut [u8; MAX_DECODED_LEN],
+) -> Result<&'o [u8], VerifyError> {
     if value.len() > MAX_AUTHORIZATION_LEN {
         return Err(VerifyError::malformed(AUTHORIZATION, "too long"));
     }
@@ -154,11 +170,12 @@ fn basic_credentials(value: &str) -> Result<Vec<u8>, VerifyError> {
             "expected Basic <base64>",
         ));
     }
-    B64.decode(encoded.trim())
-        .map_err(|_| VerifyError::malformed(AUTHORIZATION, "not base64"))
+    let n = B64
+        .decode_slice(encoded.trim(), out)
+        .map_err(|_| VerifyError::malformed(AUTHORIZATION, "not base64"))?;
+    Ok(&out[..n])
 }
 
-/// The fields of a Postmark event that make its id.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct EventEnvelope<'a> {
@@ -212,23 +229,25 @@ impl Verifier for Postmark {
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let decoded = basic_credentials(header(headers, &AUTHORIZATION_NAME, AUTHORIZATION)?)?;
-        let colon = decoded
-            .iter()
-            .position(|&b| b == b':')
-            .ok_or(VerifyError::malformed(
+        let mut buf = [0u8; MAX_DECODED_LEN];
+        let decoded = basic_credentials(
+            header(headers, &AUTHORIZATION_NAME, AUTHORIZATION)?,
+            &mut buf,
+        )?;
+        if !decoded.contains(&b':') {
+            return Err(VerifyError::malformed(
                 AUTHORIZATION,
                 "expected user:password",
-            ))?;
-        let user: [u8; 32] = Sha256::digest(&decoded[..colon]).into();
-        let password: [u8; 32] = Sha256::digest(&decoded[colon + 1..]).into();
+            ));
+        }
+        let digest: [u8; 32] = Sha256::digest(decoded).into();
         // Every credential is compared, so timing does not say which matched.
         let index = self
             .credentials
             .iter()
             .enumerate()
             .fold(None, |found, (i, c)| {
-                let matched = c.matches(&user, &password);
+                let matched = c.matches(&digest);
                 found.or(matched.then_some(i))
             })
             .ok_or(VerifyError::NoMatchingSignature)?;
@@ -291,10 +310,7 @@ impl PostmarkBuilder {
             self.error.get_or_insert(error);
             return self;
         }
-        self.credentials.push(Credential {
-            user: Sha256::digest(user.as_bytes()).into(),
-            password: Sha256::digest(password.as_bytes()).into(),
-        });
+        self.credentials.push(Credential::new(user, password));
         self.first
             .get_or_insert_with(|| format!("{user}:{password}").into_bytes());
         self
@@ -352,17 +368,25 @@ mod tests {
 
     #[test]
     fn basic_parsing() {
-        assert_eq!(basic_credentials("Basic dTpw").unwrap(), b"u:p");
-        assert_eq!(basic_credentials("basic  dTpw ").unwrap(), b"u:p");
+        let buf = &mut [0u8; MAX_DECODED_LEN];
+        assert_eq!(basic_credentials("Basic dTpw", buf).unwrap(), b"u:p");
+        assert_eq!(basic_credentials("basic  dTpw ", buf).unwrap(), b"u:p");
         for bad in ["", "Basic", "Bearer dTpw", "Basic ***", "dTpw"] {
             assert!(
                 matches!(
-                    basic_credentials(bad),
+                    basic_credentials(bad, buf),
                     Err(VerifyError::MalformedHeader { .. })
                 ),
                 "{bad:?}"
             );
         }
-        assert!(basic_credentials(&format!("Basic {}", "A".repeat(2000))).is_err());
+        assert!(basic_credentials(&format!("Basic {}", "A".repeat(2000)), buf).is_err());
+        // The longest value read decodes within the buffer.
+        let longest = format!("Basic {}", "QUFB".repeat((MAX_AUTHORIZATION_LEN - 6) / 4));
+        assert!(longest.len() <= MAX_AUTHORIZATION_LEN);
+        assert_eq!(
+            basic_credentials(&longest, buf).unwrap().len(),
+            (MAX_AUTHORIZATION_LEN - 6) / 4 * 3
+        );
     }
 }

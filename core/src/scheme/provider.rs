@@ -78,39 +78,85 @@ pub(crate) fn decode_base64_into(s: &str, out: &mut [u8; MAX_MAC]) -> Option<usi
     Some(n)
 }
 
-/// An `application/x-www-form-urlencoded` body as `(name, value)` pairs,
-/// decoded (`+` is a space, `%XX` a byte), sorted by name then value, as
-/// Twilio and Mandrill sign them. `None` when a pair is not UTF-8 once
-/// decoded or has a bad escape.
-pub(crate) fn sorted_form_params(body: &[u8]) -> Option<Vec<(String, String)>> {
-    let mut pairs = Vec::new();
-    for pair in body.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
-        let mut it = pair.splitn(2, |&b| b == b'=');
-        let name = form_decode(it.next().unwrap_or_default())?;
-        let value = form_decode(it.next().unwrap_or_default())?;
-        pairs.push((name, value));
-    }
-    pairs.sort();
-    Some(pairs)
+/// An `application/x-www-form-urlencoded` body decoded into `(name, value)`
+/// pairs sorted by name then value, as Twilio and Mandrill sign them: one
+/// buffer of decoded text and the pairs' offsets in it (no allocation per
+/// pair).
+pub(crate) struct FormParams {
+    text: String,
+    /// `(name start, name end = value start, value end)` in `text`.
+    pairs: Vec<(usize, usize, usize)>,
 }
 
-fn form_decode(s: &[u8]) -> Option<String> {
-    let mut out = Vec::with_capacity(s.len());
+impl FormParams {
+    /// The pairs, in signing order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs
+            .iter()
+            .map(|&(a, b, c)| (&self.text[a..b], &self.text[b..c]))
+    }
+}
+
+/// An `application/x-www-form-urlencoded` body as [`FormParams`],
+/// decoded (`+` is a space, `%XX` a byte) and sorted by name then value.
+/// `None` when a name or value is not UTF-8 once decoded or has a bad escape.
+pub(crate) fn sorted_form_params(body: &[u8]) -> Option<FormParams> {
+    // One pass over the body: decoded text is never longer than its encoding.
+    let mut text = vec![0u8; body.len()];
+    let mut len = 0;
+    let mut pairs = Vec::new();
+    // Where the pair starts in the body and in `text`, and its name's end.
+    let (mut raw_start, mut start, mut middle) = (0, 0, None);
     let mut i = 0;
-    while i < s.len() {
-        match s[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hi = hex_digit(*s.get(i + 1)?)?;
-                let lo = hex_digit(*s.get(i + 2)?)?;
-                out.push((hi << 4) | lo);
+    while i <= body.len() {
+        let byte = body.get(i).copied();
+        match byte {
+            None | Some(b'&') => {
+                // Empty pairs (`&&`, a trailing `&`) are skipped.
+                if i > raw_start {
+                    pairs.push((start, middle.unwrap_or(len), len));
+                }
+                raw_start = i + 1;
+                start = len;
+                middle = None;
+            }
+            Some(b'=') if middle.is_none() => middle = Some(len),
+            Some(b'+') => {
+                text[len] = b' ';
+                len += 1;
+            }
+            Some(b'%') => {
+                let hi = hex_digit(*body.get(i + 1)?)?;
+                let lo = hex_digit(*body.get(i + 2)?)?;
+                text[len] = (hi << 4) | lo;
+                len += 1;
                 i += 2;
             }
-            b => out.push(b),
+            Some(other) => {
+                text[len] = other;
+                len += 1;
+            }
         }
         i += 1;
     }
-    String::from_utf8(out).ok()
+    text.truncate(len);
+    // Each name and value must be UTF-8 on its own: the whole text is, and
+    // every piece starts and ends on a character boundary.
+    let text = String::from_utf8(text).ok()?;
+    if !pairs
+        .iter()
+        .all(|&(a, b, _)| text.is_char_boundary(a) && text.is_char_boundary(b))
+    {
+        return None;
+    }
+    // Stable sort: linear on the (often already sorted) order senders use.
+    let bytes = text.as_bytes();
+    pairs.sort_by(|&(a, b, c), &(x, y, z)| {
+        bytes[a..b]
+            .cmp(&bytes[x..y])
+            .then_with(|| bytes[b..c].cmp(&bytes[y..z]))
+    });
+    Some(FormParams { text, pairs })
 }
 
 /// The top-level JSON object of a body; `shown` names what was wanted from
@@ -166,8 +212,8 @@ pub(crate) fn body_fields<const N: usize>(body: &[u8], keys: [&str; N]) -> [Opti
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             let mut seen = [false; N];
-            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                match self.keys.iter().position(|k| *k == key) {
+            while let Some(found) = map.next_key_seed(Key(self.keys))? {
+                match found {
                     Some(i) => {
                         self.out[i] = match map.next_value::<serde_json::Value>()? {
                             serde_json::Value::String(s) if !s.is_empty() => Some(s),
@@ -189,6 +235,30 @@ pub(crate) fn body_fields<const N: usize>(body: &[u8], keys: [&str; N]) -> [Opti
             }
             *self.done = true;
             Ok(())
+        }
+    }
+
+    /// A key, as its index among `keys` (compared where it lies in the
+    /// body, not copied).
+    struct Key<'k, const N: usize>(&'k [&'k str; N]);
+
+    impl<'de, const N: usize> Visitor<'de> for Key<'_, N> {
+        type Value = Option<usize>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a key")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+            Ok(self.0.iter().position(|k| *k == key))
+        }
+    }
+
+    impl<'de, const N: usize> DeserializeSeed<'de> for Key<'_, N> {
+        type Value = Option<usize>;
+
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+            d.deserialize_str(self)
         }
     }
 
@@ -247,6 +317,7 @@ mod tests {
     #[test]
     fn form_params_decode_and_sort() {
         let p = sorted_form_params(b"b=2&a=x+y&a=%2B1&c=&d").unwrap();
+        let p: Vec<(String, String)> = p.iter().map(|(k, v)| (k.into(), v.into())).collect();
         let want = [
             ("a", "%2B1"),
             ("a", "x y"),
@@ -260,6 +331,22 @@ mod tests {
         assert_eq!(&got[1..], &want[1..]);
         assert!(sorted_form_params(b"a=%zz").is_none());
         assert!(sorted_form_params(b"a=%ff").is_none());
+        // UTF-8 across a name and its value, but neither on its own.
+        assert!(sorted_form_params(b"%C3=%A9").is_none());
+        assert_eq!(
+            sorted_form_params(b"%C3%A9=%E2%82%AC&=")
+                .unwrap()
+                .iter()
+                .collect::<Vec<_>>(),
+            [("", ""), ("\u{e9}", "\u{20ac}")]
+        );
+        assert!(sorted_form_params(b"a=%4").is_none());
+        assert!(sorted_form_params(b"a=%").is_none());
+        // Only the first `=` splits; empty pairs are skipped; an escaped
+        // `&` or `=` is text.
+        let p = sorted_form_params(b"&&b=x=y&&a%3D=%26&").unwrap();
+        assert_eq!(p.iter().collect::<Vec<_>>(), [("a=", "&"), ("b", "x=y")]);
+        assert_eq!(sorted_form_params(b"").unwrap().iter().count(), 0);
     }
 
     #[test]

@@ -170,17 +170,37 @@ impl ReqwestFetcher {
     ///
     /// [`ConfigError::Setting`] when the TLS client cannot be built.
     pub fn new() -> Result<Self, ConfigError> {
-        let client = reqwest::Client::builder()
-            .https_only(true)
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(10))
+        let client = Self::client_builder()
             .build()
             .map_err(|_| ConfigError::Setting("the HTTPS client cannot be built"))?;
         Ok(Self { client })
     }
 
-    /// A fetcher on your client (proxy, timeouts). Keep redirects off: a
-    /// redirect would leave the host [`Sns`] checked.
+    /// The client settings [`new`](Self::new) uses (`https` only, no
+    /// redirects, a 10 s timeout), to add to before
+    /// [`with_client`](Self::with_client): a proxy, other root certificates
+    /// (`tls_certs_only`, as the tests do with their own CA), DNS overrides.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use webhooks_core::scheme::sns::ReqwestFetcher;
+    /// let client = ReqwestFetcher::client_builder()
+    ///     .timeout(std::time::Duration::from_secs(3))
+    ///     .build()?;
+    /// let fetcher = ReqwestFetcher::with_client(client);
+    /// # let _ = fetcher; Ok(()) }
+    /// ```
+    pub fn client_builder() -> reqwest::ClientBuilder {
+        reqwest::Client::builder()
+            .https_only(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(10))
+    }
+
+    /// A fetcher on your client (proxy, timeouts, roots). Start from
+    /// [`client_builder`](Self::client_builder), or keep redirects off and
+    /// `https_only` on yourself: a redirect would leave the host [`Sns`]
+    /// checked.
     #[must_use]
     pub fn with_client(client: reqwest::Client) -> Self {
         Self { client }

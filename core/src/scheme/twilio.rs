@@ -38,7 +38,7 @@ use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 use sha2::{Digest as _, Sha256};
 
-use super::provider::{HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params};
+use super::provider::{FormParams, HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params};
 use super::{
     SecretList, Secrets, ct_eq, encode_base64, encode_hex, header, optional_header, signed_headers,
 };
@@ -70,13 +70,13 @@ enum Params {
     /// A JSON body: nothing; its digest is in the URL.
     None,
     /// A form body, decoded and sorted.
-    Form(Vec<(String, String)>),
+    Form(FormParams),
 }
 
 fn feed(mac: &mut HmacSha1, url: &str, params: &Params) {
     mac.update(url.as_bytes());
     if let Params::Form(pairs) = params {
-        for (name, value) in pairs {
+        for (name, value) in pairs.iter() {
             mac.update(name.as_bytes());
             mac.update(value.as_bytes());
         }
@@ -182,13 +182,13 @@ impl Twilio {
             _ => return Err(VerifyError::malformed(SIGNATURE, "not base64 of 20 bytes")),
         };
         let params = Self::params(url, body)?;
-        let toggled = with_port_toggled(url);
-        let index = std::iter::once(url)
-            .chain(toggled.as_deref())
-            .find_map(|url| {
-                self.secrets
-                    .first_match(signature, |m| feed(m, url, &params))
-            })
+        let matches = |url: &str| {
+            self.secrets
+                .first_match(signature, |m| feed(m, url, &params))
+        };
+        // The URL with its port toggled is built only when the URL as given fails.
+        let index = matches(url)
+            .or_else(|| with_port_toggled(url).and_then(|toggled| matches(&toggled)))
             .ok_or(VerifyError::NoMatchingSignature)?;
         if let Some(expected) = body_sha256(url) {
             let actual = Self::body_sha256_hex(body);

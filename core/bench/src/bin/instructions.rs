@@ -18,6 +18,12 @@
 //! | `pipeline-dedup` | the same behind `WebhookLayer` with the in-process store, `N` distinct ids |
 //! | `pipeline-dup` | the same delivery again (answered 200 duplicate) |
 //! | `store` | `MemoryStore` claim + complete of `N` distinct keys |
+//! | `ratios [NAME…]` | every provider row (or those named), its contenders interleaved: 101 rounds of a ~5 ms batch of each in turn, medians per call and per-round ratios to `raw` with min–max (a noisy machine drifts between criterion's sequential runs; here each round's contenders share the same moment) |
+//! | `provider NAME WHO` | one provider row of `src/providers.rs` (the `schemes` bench's): `WHO` is `raw`, `ours` or another contender (`raw_with_parse`); `N` is then the third argument |
+//!
+//! ```text
+//! valgrind --tool=callgrind --callgrind-out-file=cg.out target/release/instructions provider mailgun ours 2000
+//! ```
 //!
 //! Requests are signed before the loop; divide the inclusive instruction
 //! count of `run` by `N`.
@@ -191,8 +197,122 @@ async fn timed(app: &Router, request: Request<Body>) -> StatusCode {
     app.clone().oneshot(request).await.unwrap().status()
 }
 
+#[path = "../providers.rs"]
+mod providers;
+
+/// `N` calls of one contender of one provider row.
+#[inline(never)]
+fn provider(name: &str, who: &str, n: usize) {
+    let cases = providers::all();
+    let Some(case) = cases.iter().find(|c| c.name == name) else {
+        let names: Vec<_> = cases.iter().map(|c| c.name).collect();
+        eprintln!("unknown provider {name}; one of {names:?}");
+        std::process::exit(2);
+    };
+    case.check();
+    let Some(f) = case.contender(who) else {
+        eprintln!("unknown contender {who}: raw, ours or another's name");
+        std::process::exit(2);
+    };
+    let started = std::time::Instant::now();
+    provider_loop(&**f, n);
+    eprintln!(
+        "{name} {who}: {:.0} ns/iter",
+        started.elapsed().as_nanos() as f64 / n as f64
+    );
+}
+
+/// The measured loop (callgrind: the inclusive count of this function / `N`).
+#[inline(never)]
+fn provider_loop(f: &dyn Fn() -> bool, n: usize) {
+    for _ in 0..n {
+        assert!(black_box(f()));
+    }
+}
+
+/// ns per call of a batch of `n` calls of `f`.
+fn batch(f: &dyn Fn() -> bool, n: usize) -> f64 {
+    let started = std::time::Instant::now();
+    for _ in 0..n {
+        assert!(black_box(f()));
+    }
+    started.elapsed().as_nanos() as f64 / n as f64
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The `ratios` workload: for each row, 101 rounds; in each round every
+/// contender runs one batch (sized to ~5 ms from a first estimate), in
+/// order; the table gives each contender's median ns per call with min–max
+/// across rounds, and its per-round ratio to `raw` (median, min–max).
+fn ratios(filter: &[String]) {
+    const ROUNDS: usize = 101;
+    for case in providers::all() {
+        if !filter.is_empty() && !filter.iter().any(|f| f == case.name) {
+            continue;
+        }
+        case.check();
+        let mut contenders: Vec<(&str, &dyn Fn() -> bool)> =
+            vec![("raw", &*case.raw), ("webhooks_core", &*case.ours)];
+        contenders.extend(case.others.iter().map(|(n, f)| (*n, &**f)));
+        // Warm up and size the batches to ~5 ms each.
+        let sizes: Vec<usize> = contenders
+            .iter()
+            .map(|(_, f)| {
+                let estimate = batch(*f, 50).max(1.0);
+                ((5_000_000.0 / estimate) as usize).clamp(1, 1_000_000)
+            })
+            .collect();
+        let mut times = vec![Vec::with_capacity(ROUNDS); contenders.len()];
+        for round in 0..ROUNDS {
+            // Rotate who goes first, so no contender always follows another.
+            for k in 0..contenders.len() {
+                let i = (k + round) % contenders.len();
+                times[i].push(batch(contenders[i].1, sizes[i]));
+            }
+        }
+        for (i, (name, _)) in contenders.iter().enumerate() {
+            let mut ratio: Vec<f64> = times[i]
+                .iter()
+                .zip(&times[0])
+                .map(|(t, raw)| t / raw)
+                .collect();
+            let (lo, hi) = (
+                times[i].iter().copied().fold(f64::INFINITY, f64::min),
+                times[i].iter().copied().fold(0.0, f64::max),
+            );
+            let (rlo, rhi) = (
+                ratio.iter().copied().fold(f64::INFINITY, f64::min),
+                ratio.iter().copied().fold(0.0, f64::max),
+            );
+            println!(
+                "{}\t{name}\t{:.0}\t{lo:.0}\t{hi:.0}\t{:.3}\t{rlo:.3}\t{rhi:.3}",
+                case.name,
+                median(&mut times[i].clone()),
+                median(&mut ratio),
+            );
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("ratios") {
+        ratios(&args[2..]);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("provider") {
+        let (Some(name), Some(who)) = (args.get(2), args.get(3)) else {
+            eprintln!("usage: instructions provider NAME raw|ours|OTHER [N]");
+            std::process::exit(2);
+        };
+        let n = args.get(4).and_then(|n| n.parse().ok()).unwrap_or(10_000);
+        provider(name, who, n);
+        return;
+    }
     let workload = args.get(1).map_or("pipeline-dedup", String::as_str);
     let n = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(10_000);
     run(workload, n);

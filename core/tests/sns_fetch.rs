@@ -1,0 +1,481 @@
+//! The default SNS certificate fetcher, [`ReqwestFetcher`], against a local
+//! HTTPS server whose certificate is signed by a CA made at test time
+//! (rcgen): the client trusts only that CA and maps the SNS host names to
+//! the server's loopback address (`ReqwestFetcher::client_builder`,
+//! reqwest's `tls_certs_only` and `resolve`), so everything but DNS runs as
+//! in production: the host check before any connection, TLS with name
+//! verification, the size limit, no redirects, the key cache.
+//!
+//! The SNS signing certificate served is the test one of `scheme_sns.rs`
+//! (`tests/data/sns/README.md`); the messages are signed with its key.
+#![cfg(feature = "sns-reqwest")]
+
+use std::collections::HashMap;
+use std::error::Error as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use http::HeaderMap;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use webhooks_core::scheme::sns::{
+    CertificateFetcher as _, MAX_CERTIFICATE_LEN, ReqwestFetcher, SignatureVersion, Signer, Sns,
+    SnsMessage,
+};
+use webhooks_core::{RequestHead, RequestVerifier as _, Verified, VerifyError};
+
+const HOST: &str = "sns.us-east-1.amazonaws.com";
+/// Resolved to the same server, and allowed by nothing.
+const EVIL_HOST: &str = "evil.example.com";
+const CERT_PATH: &str = "/SimpleNotificationService-0123456789abcdef.pem";
+const SIGNING_CERT: &str = include_str!("data/sns/test-cert.pem");
+const SIGNING_KEY: &[u8] = include_bytes!("data/sns/test-key.der");
+const TOPIC: &str = "arn:aws:sns:us-east-1:123456789012:ses-events";
+
+fn url(host: &str, path: &str) -> String {
+    format!("https://{host}{path}")
+}
+
+/// A CA, and a server certificate it signed for `names`.
+struct Pki {
+    ca: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        Self { ca }
+    }
+
+    fn root(&self) -> reqwest::Certificate {
+        reqwest::Certificate::from_der(self.ca.der()).unwrap()
+    }
+
+    /// A TLS server configuration presenting a certificate for `names`.
+    fn server(&self, names: &[&str]) -> rustls::ServerConfig {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let cert = CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &self.ca)
+            .unwrap();
+        let chain: Vec<CertificateDer<'static>> = vec![cert.der().clone(), self.ca.der().clone()];
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap()
+    }
+}
+
+/// What the server answers for a path: a status line, extra headers, a body.
+#[derive(Clone)]
+struct Answer {
+    status: &'static str,
+    headers: String,
+    body: Vec<u8>,
+    /// Whether to send `Content-Length` (else the body ends at close).
+    length: bool,
+}
+
+impl Answer {
+    fn ok(body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status: "200 OK",
+            headers: String::new(),
+            body: body.into(),
+            length: true,
+        }
+    }
+}
+
+/// A one-request-per-connection HTTPS server on loopback that counts TCP
+/// connections and records the paths requested.
+struct Server {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    paths: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(tls: rustls::ServerConfig, routes: HashMap<&'static str, Answer>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let acceptor = TlsAcceptor::from(Arc::new(tls));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let paths = Arc::new(Mutex::new(Vec::new()));
+        let routes = Arc::new(routes);
+        let task = tokio::spawn({
+            let (connections, paths) = (Arc::clone(&connections), Arc::clone(&paths));
+            async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    connections.fetch_add(1, Ordering::SeqCst);
+                    let (acceptor, paths, routes) =
+                        (acceptor.clone(), Arc::clone(&paths), Arc::clone(&routes));
+                    tokio::spawn(async move {
+                        // A client that refuses our certificate ends here.
+                        let Ok(mut tls) = acceptor.accept(stream).await else {
+                            return;
+                        };
+                        let mut request = Vec::new();
+                        let mut buf = [0u8; 1024];
+                        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match tls.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => request.extend_from_slice(&buf[..n]),
+                            }
+                            if request.len() > 16 * 1024 {
+                                return;
+                            }
+                        }
+                        let text = String::from_utf8_lossy(&request);
+                        let path = text.split(' ').nth(1).unwrap_or("").to_owned();
+                        paths.lock().unwrap().push(path.clone());
+                        let answer = routes.get(path.as_str()).cloned().unwrap_or(Answer {
+                            status: "404 Not Found",
+                            ..Answer::ok("no such certificate")
+                        });
+                        let mut head = format!(
+                            "HTTP/1.1 {}\r\nconnection: close\r\ncontent-type: application/x-pem-file\r\n{}",
+                            answer.status, answer.headers
+                        );
+                        if answer.length {
+                            head.push_str(&format!("content-length: {}\r\n", answer.body.len()));
+                        }
+                        head.push_str("\r\n");
+                        let _ = tls.write_all(head.as_bytes()).await;
+                        let _ = tls.write_all(&answer.body).await;
+                        let _ = tls.shutdown().await;
+                    });
+                }
+            }
+        });
+        Self {
+            addr,
+            connections,
+            paths,
+            task,
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.paths.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The production fetcher's settings, trusting only `roots`, with [`HOST`]
+/// and [`EVIL_HOST`] resolved to `server`.
+fn fetcher(roots: &Pki, server: SocketAddr) -> ReqwestFetcher {
+    let client = ReqwestFetcher::client_builder()
+        .tls_certs_only([roots.root()])
+        .resolve(HOST, server)
+        .resolve(EVIL_HOST, server)
+        .build()
+        .unwrap();
+    ReqwestFetcher::with_client(client)
+}
+
+fn sns(fetcher: ReqwestFetcher) -> Sns {
+    Sns::builder(fetcher)
+        .topic_arn(TOPIC)
+        .region("us-east-1")
+        .build()
+        .unwrap()
+}
+
+fn signed(cert_url: &str, id: &str, version: SignatureVersion) -> Vec<u8> {
+    let message = SnsMessage::notification(
+        id,
+        TOPIC,
+        r#"{"eventType":"Delivery","mail":{"messageId":"0100018"}}"#,
+        "2026-01-02T03:04:05.678Z",
+    );
+    Signer::from_pkcs8_der(SIGNING_KEY, cert_url)
+        .unwrap()
+        .sign(message, version)
+        .unwrap()
+}
+
+async fn verify(sns: &Sns, body: &[u8]) -> Result<Verified, VerifyError> {
+    let headers = HeaderMap::new();
+    sns.verify_request(RequestHead::new("/sns", &headers), body, SystemTime::now())
+        .await
+}
+
+/// Whether rustls, somewhere in `error`'s sources (through the `io::Error`s
+/// that wrap it), refused the server's certificate for a reason that
+/// `reason` accepts.
+fn tls_refused(
+    error: &(dyn std::error::Error + 'static),
+    reason: fn(&rustls::CertificateError) -> bool,
+) -> bool {
+    let mut pending = vec![error];
+    while let Some(e) = pending.pop() {
+        if let Some(rustls::Error::InvalidCertificate(found)) = e.downcast_ref::<rustls::Error>()
+            && reason(found)
+        {
+            return true;
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            pending.push(inner);
+        }
+        pending.extend(e.source());
+    }
+    false
+}
+
+#[tokio::test]
+async fn genuine_messages_verify_through_the_fetched_certificate_once() {
+    let pki = Pki::new("webhooks test CA");
+    let server = Server::start(
+        pki.server(&[HOST]),
+        HashMap::from([(CERT_PATH, Answer::ok(SIGNING_CERT))]),
+    )
+    .await;
+    let sns = sns(fetcher(&pki, server.addr));
+    let cert_url = url(HOST, CERT_PATH);
+
+    let v1 = verify(&sns, &signed(&cert_url, "msg-v1", SignatureVersion::V1))
+        .await
+        .expect("SignatureVersion 1 verifies through the fetched certificate");
+    assert_eq!(v1.id.as_deref(), Some("msg-v1"));
+    assert_eq!(server.paths(), [CERT_PATH]);
+
+    // Cached: the second message, and a third, fetch nothing.
+    let v2 = verify(&sns, &signed(&cert_url, "msg-v2", SignatureVersion::V2))
+        .await
+        .expect("SignatureVersion 2 verifies through the cached certificate");
+    assert_eq!(v2.id.as_deref(), Some("msg-v2"));
+    verify(&sns, &signed(&cert_url, "msg-v2b", SignatureVersion::V2))
+        .await
+        .unwrap();
+    assert_eq!(server.paths(), [CERT_PATH]);
+    assert_eq!(server.connections(), 1);
+
+    // A tampered message is still refused with the cached key.
+    let mut tampered = signed(&cert_url, "msg-v2c", SignatureVersion::V2);
+    let at = tampered.windows(8).position(|w| w == b"Delivery").unwrap();
+    tampered[at] = b'X';
+    assert!(matches!(
+        verify(&sns, &tampered).await,
+        Err(VerifyError::NoMatchingSignature)
+    ));
+    assert_eq!(server.connections(), 1);
+}
+
+/// Certificate URLs that are not `https` on an allowed SNS host (or not at
+/// an SNS certificate path) are refused before any connection, though the
+/// server would serve them.
+#[tokio::test]
+async fn disallowed_certificate_urls_are_401_without_a_connection() {
+    let pki = Pki::new("webhooks test CA");
+    let server = Server::start(
+        pki.server(&[HOST, EVIL_HOST]),
+        HashMap::from([
+            (CERT_PATH, Answer::ok(SIGNING_CERT)),
+            ("/cert.pem", Answer::ok(SIGNING_CERT)),
+        ]),
+    )
+    .await;
+    let fetcher = fetcher(&pki, server.addr);
+    let sns = sns(fetcher.clone());
+    let port = server.addr.port();
+    let refused = [
+        url(EVIL_HOST, CERT_PATH),
+        url(&format!("{HOST}.{EVIL_HOST}"), CERT_PATH),
+        // Another region than the one configured.
+        url("sns.eu-west-1.amazonaws.com", CERT_PATH),
+        format!("http://{HOST}{CERT_PATH}"),
+        format!("https://{HOST}:{port}{CERT_PATH}"),
+        format!("https://user@{HOST}{CERT_PATH}"),
+        url(HOST, "/cert.pem"),
+    ];
+    for cert_url in &refused {
+        let result = verify(&sns, &signed(cert_url, "msg-1", SignatureVersion::V2)).await;
+        assert!(
+            matches!(result, Err(VerifyError::UnknownKey)),
+            "{cert_url}: {result:?}"
+        );
+    }
+    assert_eq!(server.connections(), 0, "nothing was fetched");
+
+    // The fetcher alone refuses plain HTTP before connecting.
+    assert!(
+        fetcher
+            .fetch(&format!("http://{HOST}:{port}{CERT_PATH}"))
+            .await
+            .is_err()
+    );
+    assert_eq!(server.connections(), 0);
+
+    // The control: the server does serve the evil host's certificate, so
+    // the refusals above were the verifier's.
+    let served = fetcher.fetch(&url(EVIL_HOST, CERT_PATH)).await.unwrap();
+    assert_eq!(served, SIGNING_CERT.as_bytes());
+    assert_eq!(server.connections(), 1);
+}
+
+/// A server whose certificate is not signed by a trusted CA, or not for the
+/// SNS host, is a failed fetch: `503` (SNS retries), no request sent.
+#[tokio::test]
+async fn an_untrusted_server_certificate_is_503_without_a_request() {
+    let trusted = Pki::new("webhooks test CA");
+    let stranger = Pki::new("someone else's CA");
+    let routes = HashMap::from([(CERT_PATH, Answer::ok(SIGNING_CERT))]);
+    let cert_url = url(HOST, CERT_PATH);
+    let body = signed(&cert_url, "msg-1", SignatureVersion::V2);
+
+    type Reason = fn(&rustls::CertificateError) -> bool;
+    let cases: [(_, &str, Reason); 2] = [
+        (stranger.server(&[HOST]), "an unknown issuer", |e| {
+            matches!(e, rustls::CertificateError::UnknownIssuer)
+        }),
+        (
+            trusted.server(&["sns.eu-west-1.amazonaws.com"]),
+            "another name",
+            |e| {
+                matches!(
+                    e,
+                    rustls::CertificateError::NotValidForName
+                        | rustls::CertificateError::NotValidForNameContext { .. }
+                )
+            },
+        ),
+    ];
+    for (tls, what, reason) in cases {
+        let server = Server::start(tls, routes.clone()).await;
+        let fetcher = fetcher(&trusted, server.addr);
+        let sns = sns(fetcher.clone());
+        assert!(matches!(
+            verify(&sns, &body).await,
+            Err(VerifyError::KeyLookupUnavailable)
+        ));
+        let error = fetcher.fetch(&cert_url).await.unwrap_err();
+        assert!(
+            tls_refused(&error, reason),
+            "expected a refusal for {what}: {error:?}"
+        );
+        assert!(server.connections() >= 1, "it did connect");
+        assert!(server.paths().is_empty(), "but sent no request");
+    }
+
+    // The control: the same CA-signed server for the right name verifies.
+    let server = Server::start(trusted.server(&[HOST]), routes).await;
+    verify(&sns(fetcher(&trusted, server.addr)), &body)
+        .await
+        .unwrap();
+}
+
+/// Oversized, garbage, missing and redirected certificates are `503`, are
+/// not cached (the next message fetches again), and a redirect is not followed.
+#[tokio::test]
+async fn bad_certificate_answers_are_503_and_not_cached() {
+    const BIG: &str = "/SimpleNotificationService-big.pem";
+    const STREAMED: &str = "/SimpleNotificationService-streamed.pem";
+    const JUST_FITS: &str = "/SimpleNotificationService-fits.pem";
+    const GARBAGE: &str = "/SimpleNotificationService-garbage.pem";
+    const MISSING: &str = "/SimpleNotificationService-missing.pem";
+    const MOVED: &str = "/SimpleNotificationService-moved.pem";
+    // The real certificate, padded with trailing newlines past the limit
+    // (and, as the control, to exactly the limit).
+    let padded = |len: usize| {
+        let mut pem = SIGNING_CERT.as_bytes().to_vec();
+        pem.resize(len, b'\n');
+        pem
+    };
+    let pki = Pki::new("webhooks test CA");
+    let server = Server::start(
+        pki.server(&[HOST]),
+        HashMap::from([
+            (BIG, Answer::ok(padded(MAX_CERTIFICATE_LEN + 1))),
+            (
+                STREAMED,
+                Answer {
+                    length: false,
+                    ..Answer::ok(padded(MAX_CERTIFICATE_LEN + 1))
+                },
+            ),
+            (
+                JUST_FITS,
+                Answer {
+                    length: false,
+                    ..Answer::ok(padded(MAX_CERTIFICATE_LEN))
+                },
+            ),
+            (
+                GARBAGE,
+                Answer::ok("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n"),
+            ),
+            (
+                MOVED,
+                Answer {
+                    status: "302 Found",
+                    headers: format!("location: {CERT_PATH}\r\n"),
+                    ..Answer::ok("")
+                },
+            ),
+            (CERT_PATH, Answer::ok(SIGNING_CERT)),
+        ]),
+    )
+    .await;
+    let fetcher = fetcher(&pki, server.addr);
+    let sns = sns(fetcher.clone());
+
+    for path in [BIG, STREAMED, GARBAGE, MISSING, MOVED] {
+        let body = signed(&url(HOST, path), "msg-1", SignatureVersion::V2);
+        for _ in 0..2 {
+            let result = verify(&sns, &body).await;
+            assert!(
+                matches!(result, Err(VerifyError::KeyLookupUnavailable)),
+                "{path}: {result:?}"
+            );
+        }
+        let asked = server.paths().iter().filter(|p| *p == path).count();
+        assert_eq!(asked, 2, "{path}: fetched again, not cached");
+    }
+    assert!(
+        !server.paths().iter().any(|p| p == CERT_PATH),
+        "the redirect was not followed"
+    );
+    for path in [BIG, STREAMED] {
+        let error = fetcher.fetch(&url(HOST, path)).await.unwrap_err();
+        let source = error.source().map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("response too large"), "{path}");
+    }
+
+    // The control: a body of exactly the limit is read whole.
+    let fits = fetcher.fetch(&url(HOST, JUST_FITS)).await.unwrap();
+    assert_eq!(fits.len(), MAX_CERTIFICATE_LEN);
+}
