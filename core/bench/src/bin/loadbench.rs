@@ -52,7 +52,7 @@ const LABELS: [(&str, &str); 7] = [
     ("postgres", "layer + PostgreSQL dedup"),
 ];
 /// Distinct deliveries signed per second of run: above what one core serves.
-const MAX_RATE: u64 = 80_000;
+const MAX_RATE: u64 = 150_000;
 
 const LUA: &str = r#"
 -- Sends pre-signed deliveries in order: args = body file, deliveries file, mode.
