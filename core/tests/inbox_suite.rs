@@ -411,6 +411,12 @@ fn child_process() {
                 append(&log, "accepted\n");
                 std::process::abort();
             }
+            #[cfg(feature = "sqlite")]
+            "tx_abort_sqlite" => transactional::sqlite::child_abort(&target, log).await,
+            #[cfg(feature = "postgres")]
+            "tx_abort_postgres" => transactional::postgres::child_abort(&target, log).await,
+            #[cfg(feature = "mysql")]
+            "tx_abort_mysql" => transactional::mysql::child_abort(&target, log).await,
             other => panic!("unknown child mode {other}"),
         }
     });
@@ -1135,6 +1141,274 @@ impl Toggle {
     fn up(&self) {
         self.down.store(false, Ordering::SeqCst);
     }
+}
+
+// ------------------------------------------------- exactly-once effects (SQL)
+
+/// The handler's own table: one row per committed write.
+fn effects_table(target: &Target) -> String {
+    format!("{}_fx", target.table.replace(['-', ':'], "_"))
+}
+
+/// The transactional scenarios, on one SQL backend (`$inbox`), with the
+/// dialect's placeholders; `$takeover`: whether a stuck transaction can be
+/// taken over (not on SQLite, whose write lock the stuck transaction holds).
+macro_rules! transactional_tests {
+    ($backend:ident, $feature:literal, $inbox:ty, $p1:literal, $p2:literal, $takeover:literal) => {
+        #[cfg(feature = $feature)]
+        pub(crate) mod $backend {
+            use super::*;
+
+            /// The concrete inbox, migrated, and its effects table, created.
+            pub(crate) async fn open(target: &Target) -> ($inbox, String) {
+                let inbox = <$inbox>::builder(&target.url)
+                    .table(&target.table)
+                    .command_timeout(Duration::from_secs(5))
+                    .max_connections(6)
+                    .connect()
+                    .await
+                    .expect("open inbox");
+                inbox.migrate().await.expect("migrate");
+                let fx = effects_table(target);
+                sqlx::query(&format!(
+                    "CREATE TABLE IF NOT EXISTS {fx} (event_key VARCHAR(255) NOT NULL, attempt BIGINT NOT NULL)"
+                ))
+                .execute(inbox.pool())
+                .await
+                .expect("effects table");
+                (inbox, fx)
+            }
+
+            /// The committed writes: (key, attempt), sorted.
+            async fn effects(inbox: &$inbox, fx: &str) -> Vec<(String, i64)> {
+                let mut rows: Vec<(String, i64)> =
+                    sqlx::query_as(&format!("SELECT event_key, attempt FROM {fx}"))
+                        .fetch_all(inbox.pool())
+                        .await
+                        .expect("read effects");
+                rows.sort();
+                rows
+            }
+
+            async fn cleanup(target: &Target, inbox: &$inbox, fx: &str) {
+                let _ = sqlx::query(&format!("DROP TABLE {fx}"))
+                    .execute(inbox.pool())
+                    .await;
+                target.cleanup().await;
+            }
+
+            /// A transactional worker whose handler writes `(key, attempt)`
+            /// in the transaction, then fails on the attempts in `fail_on`,
+            /// aborts the process on those in `abort_on`, or blocks its
+            /// thread for `stuck` on the first attempt.
+            pub(crate) fn writer(
+                inbox: $inbox,
+                fx: String,
+                lease: Duration,
+                fail_on: &'static [u32],
+                abort_on: &'static [u32],
+                stuck: Duration,
+                starts: Arc<AtomicU32>,
+            ) -> Worker<Event> {
+                Worker::transactional(inbox)
+                    .concurrency(2)
+                    .batch(4)
+                    .lease(lease)
+                    .timeout(Duration::from_secs(20))
+                    .poll_interval(Duration::from_millis(10))
+                    .backoff(Backoff {
+                        base: Duration::from_millis(10),
+                        max: Duration::from_millis(20),
+                    })
+                    .transactional_handler(move |job: Job<Event>, tx| {
+                        let insert = format!(
+                            "INSERT INTO {fx} (event_key, attempt) VALUES ({}, {})",
+                            $p1, $p2
+                        );
+                        let starts = Arc::clone(&starts);
+                        Box::pin(async move {
+                            starts.fetch_add(1, Ordering::SeqCst);
+                            sqlx::query(&insert)
+                                .bind(&job.meta.key)
+                                .bind(i64::from(job.attempt))
+                                .execute(&mut **tx)
+                                .await
+                                .map_err(|e| e.to_string())?;
+                            if abort_on.contains(&job.attempt) {
+                                std::process::abort();
+                            }
+                            if job.attempt == 1 && !stuck.is_zero() {
+                                // Blocks the thread, renewals included: a
+                                // live worker that stopped making progress.
+                                std::thread::sleep(stuck);
+                            }
+                            if fail_on.contains(&job.attempt) {
+                                return Err("failed after writing".to_owned());
+                            }
+                            Ok(())
+                        })
+                    })
+            }
+
+            /// Drains the inbox with `worker`; returns its report.
+            async fn drain(
+                inbox: &$inbox,
+                worker: Worker<Event>,
+                completed: u64,
+            ) -> webhooks_core::inbox::WorkerReport {
+                let shutdown = Shutdown::new();
+                let running = tokio::spawn(worker.run(shutdown.signal()));
+                wait_for(|| async { inbox.stats().await.unwrap().completed == completed }).await;
+                shutdown.trigger();
+                running.await.unwrap()
+            }
+
+            /// The handler's writes and the completion commit together:
+            /// 20 events, exactly one row each.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tx_writes_commit_with_the_completion() {
+                let Some(target) = Target::$backend().await else { return };
+                let (inbox, fx) = open(&target).await;
+                let count = 20;
+                for n in 0..count {
+                    inbox.accept(&NewEvent::new(key(n), "test", body(n, false))).await.unwrap();
+                }
+                let starts = Arc::new(AtomicU32::new(0));
+                let worker = writer(inbox.clone(), fx.clone(), Duration::from_secs(5), &[], &[], Duration::ZERO, Arc::clone(&starts));
+                let report = drain(&inbox, worker, count).await;
+                assert_eq!(report.completed, count);
+                let rows = effects(&inbox, &fx).await;
+                let mut expected: Vec<(String, i64)> = (0..count).map(|n| (key(n), 1)).collect();
+                expected.sort();
+                assert_eq!(rows, expected, "one committed write per event");
+                let stats = inbox.stats().await.unwrap();
+                assert_eq!((stats.completed, stats.in_flight, stats.pending), (count, 0, 0));
+                cleanup(&target, &inbox, &fx).await;
+            }
+
+            /// The handler writes, then fails: its write is rolled back and
+            /// the event retried; after the successful retry, one row.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tx_failed_attempt_leaves_no_write() {
+                let Some(target) = Target::$backend().await else { return };
+                let (inbox, fx) = open(&target).await;
+                inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
+                let starts = Arc::new(AtomicU32::new(0));
+                let worker = writer(inbox.clone(), fx.clone(), Duration::from_secs(5), &[1, 2], &[], Duration::ZERO, Arc::clone(&starts));
+                let report = drain(&inbox, worker, 1).await;
+                assert_eq!((report.completed, report.retried), (1, 2));
+                assert_eq!(starts.load(Ordering::SeqCst), 3);
+                assert_eq!(effects(&inbox, &fx).await, vec![(key(1), 3)], "only the successful attempt's write");
+                cleanup(&target, &inbox, &fx).await;
+            }
+
+            /// A worker stuck mid-handler past its lease: the event is taken
+            /// over and completed with its write; the stuck worker's
+            /// completion is refused in its transaction, which rolls back.
+            /// Exactly one row in total. (On SQLite the stuck transaction
+            /// holds the database lock, so nobody can take over: it
+            /// completes late, still with exactly one row.)
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tx_stale_worker_commit_is_refused() {
+                let Some(target) = Target::$backend().await else { return };
+                let (inbox, fx) = open(&target).await;
+                inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
+                let starts = Arc::new(AtomicU32::new(0));
+                let stuck = writer(inbox.clone(), fx.clone(), Duration::from_millis(300), &[], &[], Duration::from_millis(1500), Arc::clone(&starts));
+                let shutdown = Shutdown::new();
+                // On a runtime of its own, which the stuck handler blocks
+                // (its lease renewals included), as a stuck process would.
+                let signal = shutdown.signal();
+                let stuck = std::thread::spawn(move || {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap()
+                        .block_on(stuck.run(signal))
+                });
+                wait_for(|| async { starts.load(Ordering::SeqCst) >= 1 }).await;
+                let taker = writer(inbox.clone(), fx.clone(), Duration::from_secs(5), &[], &[], Duration::ZERO, Arc::clone(&starts));
+                let taker = tokio::spawn(taker.run(shutdown.signal()));
+                wait_for(|| async { inbox.stats().await.unwrap().completed == 1 }).await;
+                // Let the stuck worker wake up and try to commit.
+                tokio::time::sleep(Duration::from_millis(1800)).await;
+                shutdown.trigger();
+                let taker = taker.await.unwrap();
+                let stuck = tokio::task::spawn_blocking(move || stuck.join().unwrap()).await.unwrap();
+                let rows = effects(&inbox, &fx).await;
+                assert_eq!(rows.len(), 1, "exactly one committed write: {rows:?}");
+                assert_eq!(stuck.completed + taker.completed, 1);
+                if $takeover {
+                    assert_eq!(rows, vec![(key(1), 2)], "the takeover's write");
+                    assert_eq!(stuck.stale + taker.stale, 1, "the stuck attempt was refused");
+                    assert_eq!(starts.load(Ordering::SeqCst), 2);
+                }
+                let stats = inbox.stats().await.unwrap();
+                assert_eq!((stats.completed, stats.in_flight, stats.pending), (1, 0, 0));
+                cleanup(&target, &inbox, &fx).await;
+            }
+
+            /// The process aborts after the handler's write, before the
+            /// commit: nothing of that attempt stays; the next attempt
+            /// (after the lease expires) writes once.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tx_abort_before_commit_leaves_no_write() {
+                let Some(target) = Target::$backend().await else { return };
+                let (inbox, fx) = open(&target).await;
+                inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
+                let log = temp_log();
+                let mut child = spawn_child(concat!("tx_abort_", stringify!($backend)), &target, &log);
+                let status = wait_child(&mut child, Duration::from_secs(60)).await;
+                assert!(!status.success(), "the child should have aborted");
+                assert_eq!(std::fs::read_to_string(&log).unwrap_or_default(), "wrote\n", "the child wrote before aborting");
+                assert!(effects(&inbox, &fx).await.is_empty(), "the aborted attempt's write was rolled back");
+                let starts = Arc::new(AtomicU32::new(0));
+                let worker = writer(inbox.clone(), fx.clone(), Duration::from_secs(5), &[], &[], Duration::ZERO, Arc::clone(&starts));
+                drain(&inbox, worker, 1).await;
+                assert_eq!(effects(&inbox, &fx).await, vec![(key(1), 2)]);
+                let _ = std::fs::remove_file(&log);
+                cleanup(&target, &inbox, &fx).await;
+            }
+
+            /// The child side of the abort scenario.
+            pub(crate) async fn child_abort(target: &Target, log: PathBuf) {
+                let (inbox, fx) = open(target).await;
+                let worker = Worker::transactional(inbox)
+                    .lease(Duration::from_millis(500))
+                    .poll_interval(Duration::from_millis(10))
+                    .transactional_handler(move |job: Job<Event>, tx| {
+                        let insert = format!(
+                            "INSERT INTO {fx} (event_key, attempt) VALUES ({}, {})",
+                            $p1, $p2
+                        );
+                        let log = log.clone();
+                        Box::pin(async move {
+                            sqlx::query(&insert)
+                                .bind(&job.meta.key)
+                                .bind(i64::from(job.attempt))
+                                .execute(&mut **tx)
+                                .await
+                                .map_err(|e| e.to_string())?;
+                            append(&log, "wrote\n");
+                            if job.attempt >= 1 {
+                                std::process::abort();
+                            }
+                            Ok::<(), String>(())
+                        })
+                    });
+                let shutdown = Shutdown::new();
+                worker.run(shutdown.signal()).await;
+            }
+        }
+    };
+}
+
+mod transactional {
+    use super::*;
+
+    transactional_tests!(sqlite, "sqlite", webhooks_core::inbox::SqliteInbox, "?1", "?2", false);
+    transactional_tests!(postgres, "postgres", webhooks_core::inbox::PostgresInbox, "$1", "$2", true);
+    transactional_tests!(mysql, "mysql", webhooks_core::inbox::MySqlInbox, "?", "?", true);
 }
 
 // ---------------------------------------------------------------- per backend

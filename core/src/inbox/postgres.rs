@@ -1,12 +1,13 @@
 //! The PostgreSQL [`Inbox`](super::Inbox).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use super::sql::{Dialect, InboxStatements, SqlInboxBuilder, returning_ops, sql_inbox};
-use super::{InboxError, OpenError};
+use super::{ClaimToken, InboxError, OpenError, Transition};
 use crate::dedup::sql::within;
 
 const DIALECT: Dialect = Dialect {
@@ -17,7 +18,21 @@ const DIALECT: Dialect = Dialect {
     quote: '"',
     lock: " FOR UPDATE SKIP LOCKED",
     key_select: "event_key",
+    by_key: "",
+    reap_in_lease: true,
+    complete_many: pg_complete_many,
 };
+
+/// One statement for the whole batch: the pairs arrive as two arrays,
+/// joined to the table by key and token.
+fn pg_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> String {
+    format!(
+        "UPDATE {t} AS i SET state = {completed}, token = NULL, lease_until = NULL, \
+         updated_at = {now} FROM unnest($1::text[], $2::text[]) AS d(k, tok) \
+         WHERE i.event_key = d.k AND i.token = d.tok AND i.state = {leased} \
+         RETURNING d.k, d.tok"
+    )
+}
 
 fn pg_param(n: usize) -> String {
     format!("${n}")
@@ -56,10 +71,39 @@ pub struct PostgresInbox {
     command_timeout: Duration,
 }
 
-sql_inbox!(PostgresInbox, PgPool);
+sql_inbox!(PostgresInbox, PgPool, sqlx::Postgres);
 returning_ops!(PostgresInbox);
 
 impl PostgresInbox {
+    /// The batch completion: one statement, one commit.
+    async fn complete_events(
+        &self,
+        done: &[(&str, ClaimToken)],
+    ) -> Result<Vec<Transition>, sqlx::Error> {
+        let keys: Vec<&str> = done.iter().map(|(key, _)| *key).collect();
+        let tokens: Vec<String> = done.iter().map(|(_, token)| token.to_hex()).collect();
+        let applied: Vec<(String, String)> = sqlx::query_as(&self.sql.complete_many)
+            .bind(&keys)
+            .bind(&tokens)
+            .fetch_all(&self.pool)
+            .await?;
+        let applied: HashSet<(&str, &str)> = applied
+            .iter()
+            .map(|(key, token)| (key.as_str(), token.as_str()))
+            .collect();
+        Ok(keys
+            .iter()
+            .zip(&tokens)
+            .map(|(key, token)| {
+                if applied.contains(&(*key, token.as_str())) {
+                    Transition::Applied
+                } else {
+                    Transition::Stale
+                }
+            })
+            .collect())
+    }
+
     /// A builder for an inbox on the database at `url`
     /// (`postgres://user:password@host:port/database`).
     pub fn builder(url: &str) -> SqlInboxBuilder<Self> {
