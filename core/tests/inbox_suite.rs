@@ -33,8 +33,8 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use webhooks_core::inbox::{
-    Accepted, Backoff, ClaimToken, DeadLetterFilter, Inbox, Job, NewEvent, Shutdown, Transition,
-    Worker,
+    Accepted, Backoff, ClaimToken, DeadLetterFilter, Inbox, InboxError, Job, NewEvent, Shutdown,
+    Transition, Worker,
 };
 use webhooks_core::scheme::StandardWebhooks;
 use webhooks_core::{Receiver, Rejection};
@@ -1020,6 +1020,148 @@ async fn timeouts_panics_and_bad_json(target: Target) {
     target.cleanup().await;
 }
 
+/// Delegates to an inbox, but fails every completion while `failing` is set.
+struct FailingCompletions {
+    inner: Arc<dyn Inbox>,
+    failing: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Inbox for FailingCompletions {
+    async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
+        self.inner.accept(event).await
+    }
+    async fn lease(
+        &self,
+        token: ClaimToken,
+        batch: u32,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> Result<Vec<webhooks_core::inbox::LeasedEvent>, InboxError> {
+        self.inner.lease(token, batch, lease, max_attempts).await
+    }
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, InboxError> {
+        self.inner.extend(key, token, lease).await
+    }
+    async fn complete(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(InboxError::Timeout);
+        }
+        self.inner.complete(key, token).await
+    }
+    async fn complete_many(
+        &self,
+        done: &[(&str, ClaimToken)],
+    ) -> Result<Vec<Transition>, InboxError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(InboxError::Timeout);
+        }
+        self.inner.complete_many(done).await
+    }
+    async fn retry(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        delay: Duration,
+        error: &str,
+    ) -> Result<Transition, InboxError> {
+        self.inner.retry(key, token, delay, error).await
+    }
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
+        self.inner.release(key, token).await
+    }
+    async fn dead_letter(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        error: &str,
+    ) -> Result<Transition, InboxError> {
+        self.inner.dead_letter(key, token, error).await
+    }
+    async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+    ) -> Result<webhooks_core::inbox::DeadLetterPage, InboxError> {
+        self.inner.dead_letters(filter).await
+    }
+    async fn dead_letter_get(
+        &self,
+        key: &str,
+    ) -> Result<Option<webhooks_core::inbox::DeadLetter>, InboxError> {
+        self.inner.dead_letter_get(key).await
+    }
+    async fn replay(&self, key: &str) -> Result<Transition, InboxError> {
+        self.inner.replay(key).await
+    }
+    async fn discard(&self, key: &str) -> Result<Transition, InboxError> {
+        self.inner.discard(key).await
+    }
+    async fn purge_completed(&self, older_than: Duration) -> Result<u64, InboxError> {
+        self.inner.purge_completed(older_than).await
+    }
+    async fn stats(&self) -> Result<webhooks_core::inbox::InboxStats, InboxError> {
+        self.inner.stats().await
+    }
+}
+
+/// Completions that cannot be recorded (the store fails every batch
+/// completion): the events are neither lost nor marked done; they stay
+/// leased, are leased again once the lease expires, and complete once.
+async fn completion_failure_leaves_events_leased(target: Target) {
+    let direct = target.open().await;
+    let count = 5;
+    for n in 0..count {
+        direct
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let failing = Arc::new(FailingCompletions {
+        inner: Arc::clone(&direct),
+        failing: AtomicBool::new(true),
+    });
+    let starts = Arc::new(AtomicU32::new(0));
+    let worker = {
+        let starts = Arc::clone(&starts);
+        Worker::builder(Arc::clone(&failing) as Arc<dyn Inbox>)
+            .batch(count as u32)
+            .lease(Duration::from_millis(1500))
+            .poll_interval(Duration::from_millis(10))
+            .handler(move |_: Job<Event>| {
+                let starts = Arc::clone(&starts);
+                async move {
+                    starts.fetch_add(1, Ordering::SeqCst);
+                    Ok::<(), String>(())
+                }
+            })
+    };
+    let shutdown = Shutdown::new();
+    let running = tokio::spawn(worker.run(shutdown.signal()));
+    wait_for(|| async { starts.load(Ordering::SeqCst) == count as u32 }).await;
+    // The flusher tries four times over about 750 ms, then gives up.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let stats = direct.stats().await.unwrap();
+    assert_eq!(
+        (stats.completed, stats.in_flight, stats.pending),
+        (0, count, 0),
+        "not recorded: still leased, neither done nor lost"
+    );
+    failing.failing.store(false, Ordering::SeqCst);
+    wait_for(|| async { direct.stats().await.unwrap().completed == count }).await;
+    shutdown.trigger();
+    let report = running.await.unwrap();
+    assert_eq!(report.completed, count, "each completed once");
+    assert_eq!(starts.load(Ordering::SeqCst), 2 * count as u32, "run again after the lease expired");
+    let stats = direct.stats().await.unwrap();
+    assert_eq!((stats.completed, stats.in_flight, stats.pending), (count, 0, 0));
+    target.cleanup().await;
+}
+
 async fn wait_for<F, Fut>(condition: F)
 where
     F: Fn() -> Fut,
@@ -1450,6 +1592,7 @@ macro_rules! suite {
                 store_down_at_accept,
                 graceful_stop_mid_batch,
                 timeouts_panics_and_bad_json,
+                completion_failure_leaves_events_leased,
             );
         )*
     };

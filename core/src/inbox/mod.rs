@@ -27,6 +27,25 @@
 //! least once; exactly once unless a crash or a lease expiry hits while it runs
 //! (then the next lease runs it again).
 //!
+//! **Exactly-once effects on SQL.** With [`Worker::transactional`], the
+//! handler writes in a transaction of the inbox's database, and the worker
+//! records the completion — token-checked — in that same transaction before
+//! committing: the handler's writes and "done" commit together or not at
+//! all. A failed, timed-out or panicking attempt rolls back; a worker whose
+//! lease was taken over finds its completion refused and rolls back; a
+//! process that dies before the commit leaves nothing. So of all the attempts
+//! at an event, exactly one commits its writes — the writes in that
+//! transaction, to that database. The handler itself may still run more
+//! than once, and effects outside the transaction (an e-mail, an HTTP call)
+//! stay at least once. PostgreSQL, MySQL/MariaDB and SQLite
+//! ([`TransactionalInbox`]); not Redis.
+//!
+//! **Completions in batches.** A worker does not record each completion on
+//! its own: its loops hand them to one flusher, which records all that are
+//! waiting with [`Inbox::complete_many`] (one statement, one commit), while
+//! the next ones gather. Each stays token-checked, and an event stays leased
+//! (its lease renewed) until its completion is recorded.
+//!
 //! | backend | feature | lease |
 //! |---|---|---|
 //! | [`SqliteInbox`] | `sqlite` | one `UPDATE … RETURNING` under SQLite's write lock |

@@ -41,9 +41,13 @@ fn pg_param(n: usize) -> String {
 /// An [`Inbox`](super::Inbox) in a PostgreSQL table, shared by every worker
 /// and receiver that uses the same database and table.
 ///
-/// A lease is one statement:
+/// A lease is one statement, which also dead-letters the leases expired on
+/// their last attempt:
 ///
 /// ```sql
+/// WITH reaped AS (UPDATE t SET state = 3, … WHERE event_key IN
+///                   (SELECT event_key FROM t WHERE <expired on the last attempt>
+///                    FOR UPDATE SKIP LOCKED))
 /// UPDATE t SET state = 1, token = $1, lease_until = now + $2, attempts = attempts + 1
 /// WHERE event_key IN (SELECT event_key FROM t WHERE <due> ORDER BY due_at LIMIT $4
 ///                     FOR UPDATE SKIP LOCKED)
@@ -51,7 +55,9 @@ fn pg_param(n: usize) -> String {
 /// ```
 ///
 /// Concurrent workers skip each other's locked rows instead of waiting, so
-/// each leases a disjoint batch. Accept is `INSERT … ON CONFLICT (event_key)
+/// each leases a disjoint batch. A batch of completions is one statement
+/// too: `UPDATE t … FROM unnest($1::text[], $2::text[]) AS d(k, tok) WHERE
+/// event_key = d.k AND token = d.tok AND state = 1 RETURNING d.k, d.tok`. Accept is `INSERT … ON CONFLICT (event_key)
 /// DO NOTHING`; it returns after the commit (with `synchronous_commit` on, the
 /// server's default, the row is on disk). `command_timeout` is also the
 /// session's `statement_timeout`.
