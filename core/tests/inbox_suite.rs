@@ -1156,9 +1156,16 @@ async fn completion_failure_leaves_events_leased(target: Target) {
     shutdown.trigger();
     let report = running.await.unwrap();
     assert_eq!(report.completed, count, "each completed once");
-    assert_eq!(starts.load(Ordering::SeqCst), 2 * count as u32, "run again after the lease expired");
+    assert_eq!(
+        starts.load(Ordering::SeqCst),
+        2 * count as u32,
+        "run again after the lease expired"
+    );
     let stats = direct.stats().await.unwrap();
-    assert_eq!((stats.completed, stats.in_flight, stats.pending), (count, 0, 0));
+    assert_eq!(
+        (stats.completed, stats.in_flight, stats.pending),
+        (count, 0, 0)
+    );
     target.cleanup().await;
 }
 
@@ -1548,9 +1555,30 @@ macro_rules! transactional_tests {
 mod transactional {
     use super::*;
 
-    transactional_tests!(sqlite, "sqlite", webhooks_core::inbox::SqliteInbox, "?1", "?2", false);
-    transactional_tests!(postgres, "postgres", webhooks_core::inbox::PostgresInbox, "$1", "$2", true);
-    transactional_tests!(mysql, "mysql", webhooks_core::inbox::MySqlInbox, "?", "?", true);
+    transactional_tests!(
+        sqlite,
+        "sqlite",
+        webhooks_core::inbox::SqliteInbox,
+        "?1",
+        "?2",
+        false
+    );
+    transactional_tests!(
+        postgres,
+        "postgres",
+        webhooks_core::inbox::PostgresInbox,
+        "$1",
+        "$2",
+        true
+    );
+    transactional_tests!(
+        mysql,
+        "mysql",
+        webhooks_core::inbox::MySqlInbox,
+        "?",
+        "?",
+        true
+    );
 }
 
 // ---------------------------------------------------------------- per backend

@@ -530,13 +530,13 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
 
     fn defaults() -> Config {
         Config {
-                concurrency: 1,
-                batch: 1,
-                lease: Duration::from_secs(30),
-                max_attempts: 8,
-                timeout: Duration::from_secs(30),
-                backoff: Backoff::default(),
-                poll_interval: Duration::from_millis(500),
+            concurrency: 1,
+            batch: 1,
+            lease: Duration::from_secs(30),
+            max_attempts: 8,
+            timeout: Duration::from_secs(30),
+            backoff: Backoff::default(),
+            poll_interval: Duration::from_millis(500),
         }
     }
 
@@ -666,8 +666,9 @@ async fn run_batch<T: DeserializeOwned + Send + 'static>(
     events: Vec<LeasedEvent>,
     completions: &mpsc::UnboundedSender<Completion>,
 ) -> WorkerReport {
-    let held: Arc<Mutex<Vec<String>>> =
-        Arc::new(Mutex::new(events.iter().map(|e| e.meta.key.clone()).collect()));
+    let held: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(
+        events.iter().map(|e| e.meta.key.clone()).collect(),
+    ));
     let release = |key: &str| {
         held.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -820,7 +821,10 @@ async fn complete_all<T>(
             }
         }
     }
-    tracing::error!(events = done.len(), "could not record inbox completions; the leases will expire and the events run again");
+    tracing::error!(
+        events = done.len(),
+        "could not record inbox completions; the leases will expire and the events run again"
+    );
 }
 
 /// Records an outcome, retrying store errors a few times within the lease.
