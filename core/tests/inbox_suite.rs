@@ -640,6 +640,47 @@ async fn lease_expiry_takeover(target: Target) {
     target.cleanup().await;
 }
 
+/// A batch of completions is token-checked pair by pair, answered in order,
+/// a key listed twice with different tokens applied once.
+async fn complete_many_is_token_checked(target: Target) {
+    let inbox = target.open().await;
+    for n in 0..3 {
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let (a, b) = (ClaimToken::random(), ClaimToken::random());
+    let first = inbox.lease(a, 2, Duration::from_secs(30), 5).await.unwrap();
+    let second = inbox.lease(b, 2, Duration::from_secs(30), 5).await.unwrap();
+    assert_eq!((first.len(), second.len()), (2, 1));
+    let (a0, a1, b0) = (
+        first[0].meta.key.as_str(),
+        first[1].meta.key.as_str(),
+        second[0].meta.key.as_str(),
+    );
+    assert_eq!(inbox.complete_many(&[]).await.unwrap(), vec![]);
+    assert_eq!(
+        inbox
+            .complete_many(&[(a0, a), (b0, a), (a1, a), (b0, b)])
+            .await
+            .unwrap(),
+        vec![
+            Transition::Applied,
+            Transition::Stale,
+            Transition::Applied,
+            Transition::Applied
+        ]
+    );
+    assert_eq!(
+        inbox.complete_many(&[(b0, a)]).await.unwrap(),
+        vec![Transition::Stale]
+    );
+    let stats = inbox.stats().await.unwrap();
+    assert_eq!((stats.completed, stats.in_flight, stats.pending), (3, 0, 0));
+    target.cleanup().await;
+}
+
 /// A lease that expires on the last attempt dead-letters the event: a
 /// handler that kills its process cannot loop forever.
 async fn expiry_on_last_attempt_dead_letters(target: Target) {
@@ -1621,6 +1662,7 @@ macro_rules! suite {
                 graceful_stop_mid_batch,
                 timeouts_panics_and_bad_json,
                 completion_failure_leaves_events_leased,
+                complete_many_is_token_checked,
             );
         )*
     };

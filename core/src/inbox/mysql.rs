@@ -195,7 +195,7 @@ impl MySqlInbox {
                 continue;
             }
             let read = format!(
-                "SELECT CAST(event_key AS CHAR), token FROM {} WHERE state = {} \
+                "SELECT CAST(event_key AS CHAR), CAST(token AS CHAR) FROM {} WHERE state = {} \
                  AND (event_key, token) IN ({pairs})",
                 self.sql.quoted,
                 super::sql::COMPLETED
