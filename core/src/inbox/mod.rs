@@ -518,6 +518,8 @@ pub trait Inbox: Send + Sync + 'static {
     /// and is not atomic: after an error, entries applied before it answer
     /// [`Transition::Stale`] when retried. An entry never reported
     /// [`Applied`](Transition::Applied) stays leased, and its lease expires.
+    /// An entry its own token already completed answers `Stale`, except on
+    /// MySQL, which keeps the token of a completed row and answers `Applied`.
     ///
     /// # Errors
     ///
