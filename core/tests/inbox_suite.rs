@@ -33,8 +33,8 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use webhooks_core::inbox::{
-    Accepted, Backoff, ClaimToken, DeadLetterFilter, Inbox, Job, NewEvent, Shutdown, Transition,
-    Worker,
+    Accepted, Backoff, ClaimToken, DeadLetterFilter, Inbox, InboxError, Job, NewEvent, Shutdown,
+    Transition, Worker,
 };
 use webhooks_core::scheme::StandardWebhooks;
 use webhooks_core::{Receiver, Rejection};
@@ -411,6 +411,12 @@ fn child_process() {
                 append(&log, "accepted\n");
                 std::process::abort();
             }
+            #[cfg(feature = "sqlite")]
+            "tx_abort_sqlite" => transactional::sqlite::child_abort(&target, log).await,
+            #[cfg(feature = "postgres")]
+            "tx_abort_postgres" => transactional::postgres::child_abort(&target, log).await,
+            #[cfg(feature = "mysql")]
+            "tx_abort_mysql" => transactional::mysql::child_abort(&target, log).await,
             other => panic!("unknown child mode {other}"),
         }
     });
@@ -631,6 +637,47 @@ async fn lease_expiry_takeover(target: Target) {
     assert_eq!(inbox.complete(&k, taker).await.unwrap(), Transition::Stale);
     let stats = inbox.stats().await.unwrap();
     assert_eq!((stats.completed, stats.in_flight, stats.pending), (1, 0, 0));
+    target.cleanup().await;
+}
+
+/// A batch of completions is token-checked pair by pair, answered in order,
+/// a key listed twice with different tokens applied once.
+async fn complete_many_is_token_checked(target: Target) {
+    let inbox = target.open().await;
+    for n in 0..3 {
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let (a, b) = (ClaimToken::random(), ClaimToken::random());
+    let first = inbox.lease(a, 2, Duration::from_secs(30), 5).await.unwrap();
+    let second = inbox.lease(b, 2, Duration::from_secs(30), 5).await.unwrap();
+    assert_eq!((first.len(), second.len()), (2, 1));
+    let (a0, a1, b0) = (
+        first[0].meta.key.as_str(),
+        first[1].meta.key.as_str(),
+        second[0].meta.key.as_str(),
+    );
+    assert_eq!(inbox.complete_many(&[]).await.unwrap(), vec![]);
+    assert_eq!(
+        inbox
+            .complete_many(&[(a0, a), (b0, a), (a1, a), (b0, b)])
+            .await
+            .unwrap(),
+        vec![
+            Transition::Applied,
+            Transition::Stale,
+            Transition::Applied,
+            Transition::Applied
+        ]
+    );
+    assert_eq!(
+        inbox.complete_many(&[(b0, a)]).await.unwrap(),
+        vec![Transition::Stale]
+    );
+    let stats = inbox.stats().await.unwrap();
+    assert_eq!((stats.completed, stats.in_flight, stats.pending), (3, 0, 0));
     target.cleanup().await;
 }
 
@@ -1014,6 +1061,155 @@ async fn timeouts_panics_and_bad_json(target: Target) {
     target.cleanup().await;
 }
 
+/// Delegates to an inbox, but fails every completion while `failing` is set.
+struct FailingCompletions {
+    inner: Arc<dyn Inbox>,
+    failing: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Inbox for FailingCompletions {
+    async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
+        self.inner.accept(event).await
+    }
+    async fn lease(
+        &self,
+        token: ClaimToken,
+        batch: u32,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> Result<Vec<webhooks_core::inbox::LeasedEvent>, InboxError> {
+        self.inner.lease(token, batch, lease, max_attempts).await
+    }
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, InboxError> {
+        self.inner.extend(key, token, lease).await
+    }
+    async fn complete(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(InboxError::Timeout);
+        }
+        self.inner.complete(key, token).await
+    }
+    async fn complete_many(
+        &self,
+        done: &[(&str, ClaimToken)],
+    ) -> Result<Vec<Transition>, InboxError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(InboxError::Timeout);
+        }
+        self.inner.complete_many(done).await
+    }
+    async fn retry(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        delay: Duration,
+        error: &str,
+    ) -> Result<Transition, InboxError> {
+        self.inner.retry(key, token, delay, error).await
+    }
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
+        self.inner.release(key, token).await
+    }
+    async fn dead_letter(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        error: &str,
+    ) -> Result<Transition, InboxError> {
+        self.inner.dead_letter(key, token, error).await
+    }
+    async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+    ) -> Result<webhooks_core::inbox::DeadLetterPage, InboxError> {
+        self.inner.dead_letters(filter).await
+    }
+    async fn dead_letter_get(
+        &self,
+        key: &str,
+    ) -> Result<Option<webhooks_core::inbox::DeadLetter>, InboxError> {
+        self.inner.dead_letter_get(key).await
+    }
+    async fn replay(&self, key: &str) -> Result<Transition, InboxError> {
+        self.inner.replay(key).await
+    }
+    async fn discard(&self, key: &str) -> Result<Transition, InboxError> {
+        self.inner.discard(key).await
+    }
+    async fn purge_completed(&self, older_than: Duration) -> Result<u64, InboxError> {
+        self.inner.purge_completed(older_than).await
+    }
+    async fn stats(&self) -> Result<webhooks_core::inbox::InboxStats, InboxError> {
+        self.inner.stats().await
+    }
+}
+
+/// Completions that cannot be recorded (the store fails every batch
+/// completion): the events are neither lost nor marked done; they stay
+/// leased, are leased again once the lease expires, and complete once.
+async fn completion_failure_leaves_events_leased(target: Target) {
+    let direct = target.open().await;
+    let count = 5;
+    for n in 0..count {
+        direct
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let failing = Arc::new(FailingCompletions {
+        inner: Arc::clone(&direct),
+        failing: AtomicBool::new(true),
+    });
+    let starts = Arc::new(AtomicU32::new(0));
+    let worker = {
+        let starts = Arc::clone(&starts);
+        Worker::builder(Arc::clone(&failing) as Arc<dyn Inbox>)
+            .batch(count as u32)
+            .lease(Duration::from_millis(1500))
+            .poll_interval(Duration::from_millis(10))
+            .handler(move |_: Job<Event>| {
+                let starts = Arc::clone(&starts);
+                async move {
+                    starts.fetch_add(1, Ordering::SeqCst);
+                    Ok::<(), String>(())
+                }
+            })
+    };
+    let shutdown = Shutdown::new();
+    let running = tokio::spawn(worker.run(shutdown.signal()));
+    wait_for(|| async { starts.load(Ordering::SeqCst) == count as u32 }).await;
+    // The flusher tries four times over about 750 ms, then gives up.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let stats = direct.stats().await.unwrap();
+    assert_eq!(
+        (stats.completed, stats.in_flight, stats.pending),
+        (0, count, 0),
+        "not recorded: still leased, neither done nor lost"
+    );
+    failing.failing.store(false, Ordering::SeqCst);
+    wait_for(|| async { direct.stats().await.unwrap().completed == count }).await;
+    shutdown.trigger();
+    let report = running.await.unwrap();
+    assert_eq!(report.completed, count, "each completed once");
+    assert_eq!(
+        starts.load(Ordering::SeqCst),
+        2 * count as u32,
+        "run again after the lease expired"
+    );
+    let stats = direct.stats().await.unwrap();
+    assert_eq!(
+        (stats.completed, stats.in_flight, stats.pending),
+        (count, 0, 0)
+    );
+    target.cleanup().await;
+}
+
 async fn wait_for<F, Fut>(condition: F)
 where
     F: Fn() -> Fut,
@@ -1137,6 +1333,295 @@ impl Toggle {
     }
 }
 
+// ------------------------------------------------- exactly-once effects (SQL)
+
+/// The handler's own table: one row per committed write.
+fn effects_table(target: &Target) -> String {
+    format!("{}_fx", target.table.replace(['-', ':'], "_"))
+}
+
+/// The transactional scenarios, on one SQL backend (`$inbox`), with the
+/// dialect's placeholders; `$takeover`: whether a stuck transaction can be
+/// taken over (not on SQLite, whose write lock the stuck transaction holds).
+macro_rules! transactional_tests {
+    ($backend:ident, $feature:literal, $inbox:ty, $p1:literal, $p2:literal, $takeover:literal) => {
+        #[cfg(feature = $feature)]
+        pub(crate) mod $backend {
+            use super::*;
+
+            /// The concrete inbox, migrated, and its effects table, created.
+            pub(crate) async fn open(target: &Target) -> ($inbox, String) {
+                let inbox = <$inbox>::builder(&target.url)
+                    .table(&target.table)
+                    .command_timeout(Duration::from_secs(5))
+                    .max_connections(6)
+                    .connect()
+                    .await
+                    .expect("open inbox");
+                inbox.migrate().await.expect("migrate");
+                let fx = effects_table(target);
+                sqlx::query(&format!(
+                    "CREATE TABLE IF NOT EXISTS {fx} (event_key VARCHAR(255) NOT NULL, attempt BIGINT NOT NULL)"
+                ))
+                .execute(inbox.pool())
+                .await
+                .expect("effects table");
+                (inbox, fx)
+            }
+
+            /// The committed writes: (key, attempt), sorted.
+            async fn effects(inbox: &$inbox, fx: &str) -> Vec<(String, i64)> {
+                let mut rows: Vec<(String, i64)> =
+                    sqlx::query_as(&format!("SELECT event_key, attempt FROM {fx}"))
+                        .fetch_all(inbox.pool())
+                        .await
+                        .expect("read effects");
+                rows.sort();
+                rows
+            }
+
+            async fn cleanup(target: &Target, inbox: &$inbox, fx: &str) {
+                let _ = sqlx::query(&format!("DROP TABLE {fx}"))
+                    .execute(inbox.pool())
+                    .await;
+                target.cleanup().await;
+            }
+
+            /// A transactional worker whose handler writes `(key, attempt)`
+            /// in the transaction, then fails on the attempts in `fail_on`,
+            /// aborts the process on those in `abort_on`, or blocks its
+            /// thread for `stuck` on the first attempt.
+            pub(crate) fn writer(
+                inbox: $inbox,
+                fx: String,
+                lease: Duration,
+                fail_on: &'static [u32],
+                abort_on: &'static [u32],
+                stuck: Duration,
+                starts: Arc<AtomicU32>,
+            ) -> Worker<Event> {
+                Worker::transactional(inbox)
+                    .concurrency(2)
+                    .batch(4)
+                    .lease(lease)
+                    .timeout(Duration::from_secs(20))
+                    .poll_interval(Duration::from_millis(10))
+                    .backoff(Backoff {
+                        base: Duration::from_millis(10),
+                        max: Duration::from_millis(20),
+                    })
+                    .transactional_handler(move |job: Job<Event>, tx| {
+                        let insert = format!(
+                            "INSERT INTO {fx} (event_key, attempt) VALUES ({}, {})",
+                            $p1, $p2
+                        );
+                        let starts = Arc::clone(&starts);
+                        Box::pin(async move {
+                            starts.fetch_add(1, Ordering::SeqCst);
+                            sqlx::query(&insert)
+                                .bind(&job.meta.key)
+                                .bind(i64::from(job.attempt))
+                                .execute(&mut **tx)
+                                .await
+                                .map_err(|e| e.to_string())?;
+                            if abort_on.contains(&job.attempt) {
+                                std::process::abort();
+                            }
+                            if job.attempt == 1 && !stuck.is_zero() {
+                                // Blocks the thread, renewals included: a
+                                // live worker that stopped making progress.
+                                std::thread::sleep(stuck);
+                            }
+                            if fail_on.contains(&job.attempt) {
+                                return Err("failed after writing".to_owned());
+                            }
+                            Ok(())
+                        })
+                    })
+            }
+
+            /// Drains the inbox with `worker`; returns its report.
+            async fn drain(
+                inbox: &$inbox,
+                worker: Worker<Event>,
+                completed: u64,
+            ) -> webhooks_core::inbox::WorkerReport {
+                let shutdown = Shutdown::new();
+                let running = tokio::spawn(worker.run(shutdown.signal()));
+                wait_for(|| async { inbox.stats().await.unwrap().completed == completed }).await;
+                shutdown.trigger();
+                running.await.unwrap()
+            }
+
+            /// The handler's writes and the completion commit together:
+            /// 20 events, exactly one row each.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tx_writes_commit_with_the_completion() {
+                let Some(target) = Target::$backend().await else { return };
+                let (inbox, fx) = open(&target).await;
+                let count = 20;
+                for n in 0..count {
+                    inbox.accept(&NewEvent::new(key(n), "test", body(n, false))).await.unwrap();
+                }
+                let starts = Arc::new(AtomicU32::new(0));
+                let worker = writer(inbox.clone(), fx.clone(), Duration::from_secs(5), &[], &[], Duration::ZERO, Arc::clone(&starts));
+                let report = drain(&inbox, worker, count).await;
+                assert_eq!(report.completed, count);
+                let rows = effects(&inbox, &fx).await;
+                let mut expected: Vec<(String, i64)> = (0..count).map(|n| (key(n), 1)).collect();
+                expected.sort();
+                assert_eq!(rows, expected, "one committed write per event");
+                let stats = inbox.stats().await.unwrap();
+                assert_eq!((stats.completed, stats.in_flight, stats.pending), (count, 0, 0));
+                cleanup(&target, &inbox, &fx).await;
+            }
+
+            /// The handler writes, then fails: its write is rolled back and
+            /// the event retried; after the successful retry, one row.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tx_failed_attempt_leaves_no_write() {
+                let Some(target) = Target::$backend().await else { return };
+                let (inbox, fx) = open(&target).await;
+                inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
+                let starts = Arc::new(AtomicU32::new(0));
+                let worker = writer(inbox.clone(), fx.clone(), Duration::from_secs(5), &[1, 2], &[], Duration::ZERO, Arc::clone(&starts));
+                let report = drain(&inbox, worker, 1).await;
+                assert_eq!((report.completed, report.retried), (1, 2));
+                assert_eq!(starts.load(Ordering::SeqCst), 3);
+                assert_eq!(effects(&inbox, &fx).await, vec![(key(1), 3)], "only the successful attempt's write");
+                cleanup(&target, &inbox, &fx).await;
+            }
+
+            /// A worker stuck mid-handler past its lease: the event is taken
+            /// over and completed with its write; the stuck worker's
+            /// completion is refused in its transaction, which rolls back.
+            /// Exactly one row in total. (On SQLite the stuck transaction
+            /// holds the database lock, so nobody can take over: it
+            /// completes late, still with exactly one row.)
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tx_stale_worker_commit_is_refused() {
+                let Some(target) = Target::$backend().await else { return };
+                let (inbox, fx) = open(&target).await;
+                inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
+                let starts = Arc::new(AtomicU32::new(0));
+                let stuck = writer(inbox.clone(), fx.clone(), Duration::from_millis(300), &[], &[], Duration::from_millis(1500), Arc::clone(&starts));
+                let shutdown = Shutdown::new();
+                // On a runtime of its own, which the stuck handler blocks
+                // (its lease renewals included), as a stuck process would.
+                let signal = shutdown.signal();
+                let stuck = std::thread::spawn(move || {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap()
+                        .block_on(stuck.run(signal))
+                });
+                wait_for(|| async { starts.load(Ordering::SeqCst) >= 1 }).await;
+                let taker = writer(inbox.clone(), fx.clone(), Duration::from_secs(5), &[], &[], Duration::ZERO, Arc::clone(&starts));
+                let taker = tokio::spawn(taker.run(shutdown.signal()));
+                wait_for(|| async { inbox.stats().await.unwrap().completed == 1 }).await;
+                // Let the stuck worker wake up and try to commit.
+                tokio::time::sleep(Duration::from_millis(1800)).await;
+                shutdown.trigger();
+                let taker = taker.await.unwrap();
+                let stuck = tokio::task::spawn_blocking(move || stuck.join().unwrap()).await.unwrap();
+                let rows = effects(&inbox, &fx).await;
+                assert_eq!(rows.len(), 1, "exactly one committed write: {rows:?}");
+                assert_eq!(stuck.completed + taker.completed, 1);
+                if $takeover {
+                    assert_eq!(rows, vec![(key(1), 2)], "the takeover's write");
+                    assert_eq!(stuck.stale + taker.stale, 1, "the stuck attempt was refused");
+                    assert_eq!(starts.load(Ordering::SeqCst), 2);
+                }
+                let stats = inbox.stats().await.unwrap();
+                assert_eq!((stats.completed, stats.in_flight, stats.pending), (1, 0, 0));
+                cleanup(&target, &inbox, &fx).await;
+            }
+
+            /// The process aborts after the handler's write, before the
+            /// commit: nothing of that attempt stays; the next attempt
+            /// (after the lease expires) writes once.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tx_abort_before_commit_leaves_no_write() {
+                let Some(target) = Target::$backend().await else { return };
+                let (inbox, fx) = open(&target).await;
+                inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
+                let log = temp_log();
+                let mut child = spawn_child(concat!("tx_abort_", stringify!($backend)), &target, &log);
+                let status = wait_child(&mut child, Duration::from_secs(60)).await;
+                assert!(!status.success(), "the child should have aborted");
+                assert_eq!(std::fs::read_to_string(&log).unwrap_or_default(), "wrote\n", "the child wrote before aborting");
+                assert!(effects(&inbox, &fx).await.is_empty(), "the aborted attempt's write was rolled back");
+                let starts = Arc::new(AtomicU32::new(0));
+                let worker = writer(inbox.clone(), fx.clone(), Duration::from_secs(5), &[], &[], Duration::ZERO, Arc::clone(&starts));
+                drain(&inbox, worker, 1).await;
+                assert_eq!(effects(&inbox, &fx).await, vec![(key(1), 2)]);
+                let _ = std::fs::remove_file(&log);
+                cleanup(&target, &inbox, &fx).await;
+            }
+
+            /// The child side of the abort scenario.
+            pub(crate) async fn child_abort(target: &Target, log: PathBuf) {
+                let (inbox, fx) = open(target).await;
+                let worker = Worker::transactional(inbox)
+                    .lease(Duration::from_millis(500))
+                    .poll_interval(Duration::from_millis(10))
+                    .transactional_handler(move |job: Job<Event>, tx| {
+                        let insert = format!(
+                            "INSERT INTO {fx} (event_key, attempt) VALUES ({}, {})",
+                            $p1, $p2
+                        );
+                        let log = log.clone();
+                        Box::pin(async move {
+                            sqlx::query(&insert)
+                                .bind(&job.meta.key)
+                                .bind(i64::from(job.attempt))
+                                .execute(&mut **tx)
+                                .await
+                                .map_err(|e| e.to_string())?;
+                            append(&log, "wrote\n");
+                            if job.attempt >= 1 {
+                                std::process::abort();
+                            }
+                            Ok::<(), String>(())
+                        })
+                    });
+                let shutdown = Shutdown::new();
+                worker.run(shutdown.signal()).await;
+            }
+        }
+    };
+}
+
+mod transactional {
+    use super::*;
+
+    transactional_tests!(
+        sqlite,
+        "sqlite",
+        webhooks_core::inbox::SqliteInbox,
+        "?1",
+        "?2",
+        false
+    );
+    transactional_tests!(
+        postgres,
+        "postgres",
+        webhooks_core::inbox::PostgresInbox,
+        "$1",
+        "$2",
+        true
+    );
+    transactional_tests!(
+        mysql,
+        "mysql",
+        webhooks_core::inbox::MySqlInbox,
+        "?",
+        "?",
+        true
+    );
+}
+
 // ---------------------------------------------------------------- per backend
 
 macro_rules! backend_tests {
@@ -1176,6 +1661,8 @@ macro_rules! suite {
                 store_down_at_accept,
                 graceful_stop_mid_batch,
                 timeouts_panics_and_bad_json,
+                completion_failure_leaves_events_leased,
+                complete_many_is_token_checked,
             );
         )*
     };

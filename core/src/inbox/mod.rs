@@ -27,6 +27,25 @@
 //! least once; exactly once unless a crash or a lease expiry hits while it runs
 //! (then the next lease runs it again).
 //!
+//! **Exactly-once effects on SQL.** With [`Worker::transactional`], the
+//! handler writes in a transaction of the inbox's database, and the worker
+//! records the completion — token-checked — in that same transaction before
+//! committing: the handler's writes and "done" commit together or not at
+//! all. A failed, timed-out or panicking attempt rolls back; a worker whose
+//! lease was taken over finds its completion refused and rolls back; a
+//! process that dies before the commit leaves nothing. So of all the attempts
+//! at an event, exactly one commits its writes — the writes in that
+//! transaction, to that database. The handler itself may still run more
+//! than once, and effects outside the transaction (an e-mail, an HTTP call)
+//! stay at least once. PostgreSQL, MySQL/MariaDB and SQLite
+//! ([`TransactionalInbox`]); not Redis.
+//!
+//! **Completions in batches.** A worker does not record each completion on
+//! its own: its loops hand them to one flusher, which records all that are
+//! waiting with [`Inbox::complete_many`] (one statement, one commit), while
+//! the next ones gather. Each stays token-checked, and an event stays leased
+//! (its lease renewed) until its completion is recorded.
+//!
 //! | backend | feature | lease |
 //! |---|---|---|
 //! | [`SqliteInbox`] | `sqlite` | one `UPDATE … RETURNING` under SQLite's write lock |
@@ -96,6 +115,10 @@ pub use postgres::PostgresInbox;
 pub use sql::{DEFAULT_INBOX_TABLE, SqlInboxBuilder};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteInbox;
+/// The sqlx crate this inbox is built on, for the transactions of
+/// [`Worker::transactional`] (so that your sqlx is the same version).
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use sqlx;
 pub use worker::{
     Backoff, HandlerError, Job, Shutdown, ShutdownSignal, Worker, WorkerBuilder, WorkerReport,
 };
@@ -485,6 +508,33 @@ pub trait Inbox: Send + Sync + 'static {
     /// [`InboxError`] when the store cannot answer.
     async fn complete(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError>;
 
+    /// Marks each `(key, token)` completed if its token still holds it, and
+    /// answers one [`Transition`] per entry, in order. The [`Worker`] flushes
+    /// the completions it collects through this, so a batch costs one round
+    /// trip and one commit instead of one each.
+    ///
+    /// Every backend of this crate does it in one statement (one script on
+    /// Redis): all or nothing. The default loops over [`complete`](Self::complete)
+    /// and is not atomic: after an error, entries applied before it answer
+    /// [`Transition::Stale`] when retried. An entry never reported
+    /// [`Applied`](Transition::Applied) stays leased, and its lease expires.
+    /// An entry its own token already completed answers `Stale`, except on
+    /// MySQL, which keeps the token of a completed row and answers `Applied`.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn complete_many(
+        &self,
+        done: &[(&str, ClaimToken)],
+    ) -> Result<Vec<Transition>, InboxError> {
+        let mut out = Vec::with_capacity(done.len());
+        for (key, token) in done {
+            out.push(self.complete(key, *token).await?);
+        }
+        Ok(out)
+    }
+
     /// Makes the event pending again, due after `delay`, keeping `error`
     /// (truncated to [`MAX_ERROR_LEN`]), if `token` still holds it.
     ///
@@ -564,6 +614,43 @@ pub trait Inbox: Send + Sync + 'static {
     ///
     /// [`InboxError`] when the store cannot answer.
     async fn stats(&self) -> Result<InboxStats, InboxError>;
+}
+
+/// A SQL inbox whose completion can be recorded in a caller's transaction:
+/// what [`Worker::transactional`] needs for exactly-once effects.
+/// Implemented by [`PostgresInbox`], [`MySqlInbox`] and [`SqliteInbox`].
+///
+/// Use it directly to settle an event in your own transaction: begin one
+/// with [`begin`](Self::begin), write, call [`complete_in`](Self::complete_in)
+/// with the lease's token, and commit only if it was
+/// [`Applied`](Transition::Applied).
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[async_trait::async_trait]
+pub trait TransactionalInbox: Inbox + Clone {
+    /// The sqlx database (`sqlx::Postgres`, `sqlx::MySql`, `sqlx::Sqlite`).
+    type Database: sqlx::Database;
+
+    /// Begins a transaction on the inbox's pool.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the database cannot answer in time.
+    async fn begin(&self) -> Result<sqlx::Transaction<'static, Self::Database>, InboxError>;
+
+    /// Marks the event completed inside `tx`, if `token` still holds it:
+    /// the completion commits, or rolls back, with the transaction. After
+    /// [`Applied`](Transition::Applied) the event's row stays locked by `tx`
+    /// until it ends; after [`Stale`](Transition::Stale), roll back.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the database cannot answer in time.
+    async fn complete_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, Self::Database>,
+        key: &str,
+        token: ClaimToken,
+    ) -> Result<Transition, InboxError>;
 }
 
 #[cfg(any(

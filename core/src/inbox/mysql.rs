@@ -1,5 +1,6 @@
 //! The MySQL / MariaDB [`Inbox`](super::Inbox).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,7 +8,7 @@ use futures_util::FutureExt as _;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 
 use super::sql::{Dialect, InboxStatements, LeaseRow, SqlInboxBuilder, leased, sql_inbox};
-use super::{Accepted, ClaimToken, InboxError, LeasedEvent, NewEvent, OpenError};
+use super::{Accepted, ClaimToken, InboxError, LeasedEvent, NewEvent, OpenError, Transition};
 use crate::dedup::sql::within;
 
 const DIALECT: Dialect = Dialect {
@@ -18,7 +19,27 @@ const DIALECT: Dialect = Dialect {
     quote: '`',
     lock: " FOR UPDATE SKIP LOCKED",
     key_select: "CAST(event_key AS CHAR)",
+    by_key: " FORCE INDEX (PRIMARY)",
+    reap_in_lease: false,
+    complete_many: mysql_complete_many,
 };
+
+/// The head of the batch completion: the `(?, ?)` pairs follow. MySQL has no
+/// `UPDATE … RETURNING`, so the completed rows keep their token: when fewer
+/// rows than pairs changed, [`MySqlInbox::complete_events`] reads which
+/// pairs did. (A completed row's token is never checked again: every
+/// transition requires the leased state.) The primary key is forced: with
+/// many pairs the optimizer prefers the `(state, …)` indexes, whose scan
+/// locks rows the leases are selecting and deadlocks with them.
+fn mysql_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> String {
+    format!(
+        "UPDATE {t} FORCE INDEX (PRIMARY) SET state = {completed}, lease_until = NULL, \
+         updated_at = {now} WHERE state = {leased} AND (event_key, token) IN ("
+    )
+}
+
+/// At most this many pairs per statement.
+const COMPLETE_CHUNK: usize = 500;
 
 fn mysql_param(_: usize) -> String {
     "?".to_owned()
@@ -30,6 +51,8 @@ fn mysql_param(_: usize) -> String {
 /// MySQL has no `UPDATE … RETURNING`, so a lease is one short transaction:
 ///
 /// ```sql
+/// SELECT event_key FROM t WHERE <expired on the last attempt> FOR UPDATE SKIP LOCKED;
+/// UPDATE t SET state = 3, … WHERE event_key IN (…);  -- only if some expired
 /// SELECT event_key FROM t WHERE <due> ORDER BY due_at LIMIT ? FOR UPDATE SKIP LOCKED;
 /// UPDATE t SET state = 1, token = ?, lease_until = now + ?, attempts = attempts + 1
 ///   WHERE event_key IN (…);
@@ -58,7 +81,7 @@ pub struct MySqlInbox {
     command_timeout: Duration,
 }
 
-sql_inbox!(MySqlInbox, MySqlPool);
+sql_inbox!(MySqlInbox, MySqlPool, sqlx::MySql);
 
 impl MySqlInbox {
     /// A builder for an inbox on the database at `url`
@@ -151,6 +174,49 @@ impl MySqlInbox {
         }
     }
 
+    /// The batch completion: one statement per [`COMPLETE_CHUNK`] pairs, and
+    /// a read of the completed pairs only when some did not apply.
+    async fn complete_events(
+        &self,
+        done: &[(&str, ClaimToken)],
+    ) -> Result<Vec<Transition>, sqlx::Error> {
+        let mut out = Vec::with_capacity(done.len());
+        for chunk in done.chunks(COMPLETE_CHUNK) {
+            let tokens: Vec<String> = chunk.iter().map(|(_, token)| token.to_hex()).collect();
+            let pairs = vec!["(?, ?)"; chunk.len()].join(", ");
+            let update = format!("{}{pairs})", self.sql.complete_many);
+            let mut query = sqlx::query(&update);
+            for ((key, _), token) in chunk.iter().zip(&tokens) {
+                query = query.bind(*key).bind(token);
+            }
+            let changed = query.execute(&self.pool).await?.rows_affected();
+            if changed == chunk.len() as u64 {
+                out.extend(std::iter::repeat_n(Transition::Applied, chunk.len()));
+                continue;
+            }
+            let read = format!(
+                "SELECT CAST(event_key AS CHAR), CAST(token AS CHAR) FROM {} WHERE state = {} \
+                 AND (event_key, token) IN ({pairs})",
+                self.sql.quoted,
+                super::sql::COMPLETED
+            );
+            let mut query = sqlx::query_as::<_, (String, String)>(&read);
+            for ((key, _), token) in chunk.iter().zip(&tokens) {
+                query = query.bind(*key).bind(token);
+            }
+            let applied: HashSet<(String, String)> =
+                query.fetch_all(&self.pool).await?.into_iter().collect();
+            out.extend(chunk.iter().zip(&tokens).map(|((key, _), token)| {
+                if applied.contains(&((*key).to_owned(), token.clone())) {
+                    Transition::Applied
+                } else {
+                    Transition::Stale
+                }
+            }));
+        }
+        Ok(out)
+    }
+
     async fn lease_events(
         &self,
         token: ClaimToken,
@@ -159,6 +225,22 @@ impl MySqlInbox {
         max_attempts: i64,
     ) -> Result<Vec<LeasedEvent>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
+        // First dead-letter the leases expired on their last attempt, skipping
+        // locked rows: a plain `UPDATE … WHERE state = 1 AND lease_until <= …`
+        // locks its way along an index and deadlocks with completions.
+        let expired: Vec<(String,)> = sqlx::query_as(&self.sql.reap_select)
+            .bind(max_attempts)
+            .fetch_all(&mut *tx)
+            .await?;
+        if !expired.is_empty() {
+            let list = vec!["?"; expired.len()].join(", ");
+            let update = format!("{}{list})", self.sql.reap_update);
+            let mut query = sqlx::query(&update).bind(super::EXPIRED_ON_LAST_ATTEMPT);
+            for (key,) in &expired {
+                query = query.bind(key);
+            }
+            query.execute(&mut *tx).await?;
+        }
         let keys: Vec<(String,)> = sqlx::query_as(&self.sql.lease_select)
             .bind(max_attempts)
             .bind(batch)

@@ -1,12 +1,13 @@
 //! The PostgreSQL [`Inbox`](super::Inbox).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use super::sql::{Dialect, InboxStatements, SqlInboxBuilder, returning_ops, sql_inbox};
-use super::{InboxError, OpenError};
+use super::{ClaimToken, InboxError, OpenError, Transition};
 use crate::dedup::sql::within;
 
 const DIALECT: Dialect = Dialect {
@@ -17,7 +18,21 @@ const DIALECT: Dialect = Dialect {
     quote: '"',
     lock: " FOR UPDATE SKIP LOCKED",
     key_select: "event_key",
+    by_key: "",
+    reap_in_lease: true,
+    complete_many: pg_complete_many,
 };
+
+/// One statement for the whole batch: the pairs arrive as two arrays,
+/// joined to the table by key and token.
+fn pg_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> String {
+    format!(
+        "UPDATE {t} AS i SET state = {completed}, token = NULL, lease_until = NULL, \
+         updated_at = {now} FROM unnest($1::text[], $2::text[]) AS d(k, tok) \
+         WHERE i.event_key = d.k AND i.token = d.tok AND i.state = {leased} \
+         RETURNING d.k, d.tok"
+    )
+}
 
 fn pg_param(n: usize) -> String {
     format!("${n}")
@@ -26,9 +41,13 @@ fn pg_param(n: usize) -> String {
 /// An [`Inbox`](super::Inbox) in a PostgreSQL table, shared by every worker
 /// and receiver that uses the same database and table.
 ///
-/// A lease is one statement:
+/// A lease is one statement, which also dead-letters the leases expired on
+/// their last attempt:
 ///
 /// ```sql
+/// WITH reaped AS (UPDATE t SET state = 3, … WHERE event_key IN
+///                   (SELECT event_key FROM t WHERE <expired on the last attempt>
+///                    FOR UPDATE SKIP LOCKED))
 /// UPDATE t SET state = 1, token = $1, lease_until = now + $2, attempts = attempts + 1
 /// WHERE event_key IN (SELECT event_key FROM t WHERE <due> ORDER BY due_at LIMIT $4
 ///                     FOR UPDATE SKIP LOCKED)
@@ -36,7 +55,9 @@ fn pg_param(n: usize) -> String {
 /// ```
 ///
 /// Concurrent workers skip each other's locked rows instead of waiting, so
-/// each leases a disjoint batch. Accept is `INSERT … ON CONFLICT (event_key)
+/// each leases a disjoint batch. A batch of completions is one statement
+/// too: `UPDATE t … FROM unnest($1::text[], $2::text[]) AS d(k, tok) WHERE
+/// event_key = d.k AND token = d.tok AND state = 1 RETURNING d.k, d.tok`. Accept is `INSERT … ON CONFLICT (event_key)
 /// DO NOTHING`; it returns after the commit (with `synchronous_commit` on, the
 /// server's default, the row is on disk). `command_timeout` is also the
 /// session's `statement_timeout`.
@@ -56,10 +77,39 @@ pub struct PostgresInbox {
     command_timeout: Duration,
 }
 
-sql_inbox!(PostgresInbox, PgPool);
+sql_inbox!(PostgresInbox, PgPool, sqlx::Postgres);
 returning_ops!(PostgresInbox);
 
 impl PostgresInbox {
+    /// The batch completion: one statement, one commit.
+    async fn complete_events(
+        &self,
+        done: &[(&str, ClaimToken)],
+    ) -> Result<Vec<Transition>, sqlx::Error> {
+        let keys: Vec<&str> = done.iter().map(|(key, _)| *key).collect();
+        let tokens: Vec<String> = done.iter().map(|(_, token)| token.to_hex()).collect();
+        let applied: Vec<(String, String)> = sqlx::query_as(&self.sql.complete_many)
+            .bind(&keys)
+            .bind(&tokens)
+            .fetch_all(&self.pool)
+            .await?;
+        let applied: HashSet<(&str, &str)> = applied
+            .iter()
+            .map(|(key, token)| (key.as_str(), token.as_str()))
+            .collect();
+        Ok(keys
+            .iter()
+            .zip(&tokens)
+            .map(|(key, token)| {
+                if applied.contains(&(*key, token.as_str())) {
+                    Transition::Applied
+                } else {
+                    Transition::Stale
+                }
+            })
+            .collect())
+    }
+
     /// A builder for an inbox on the database at `url`
     /// (`postgres://user:password@host:port/database`).
     pub fn builder(url: &str) -> SqlInboxBuilder<Self> {

@@ -96,6 +96,25 @@ redis.call('ZADD', done, now, ARGV[2])
 return 1
 ";
 
+/// ARGV: key, token, key, token, …; one 1 (applied) or 0 (stale) per pair.
+const COMPLETE_MANY: &str = r"
+local out = {}
+for i = 2, #ARGV, 2 do
+  local k = ARGV[i]
+  local h = P .. 'e:' .. k
+  if held(h, ARGV[i + 1]) then
+    redis.call('HSET', h, 'state', 2, 'updated_at', now)
+    redis.call('HDEL', h, 'token', 'lease_until')
+    redis.call('ZREM', leased, k)
+    redis.call('ZADD', done, now, k)
+    table.insert(out, 1)
+  else
+    table.insert(out, 0)
+  end
+end
+return out
+";
+
 /// ARGV: key, token, delay ms, error.
 const RETRY: &str = r"
 local h = P .. 'e:' .. ARGV[2]
@@ -205,6 +224,7 @@ struct Scripts {
     lease: Script,
     extend: Script,
     complete: Script,
+    complete_many: Script,
     retry: Script,
     release: Script,
     dead_letter: Script,
@@ -224,6 +244,7 @@ impl Scripts {
             lease: s(LEASE),
             extend: s(EXTEND),
             complete: s(COMPLETE),
+            complete_many: s(COMPLETE_MANY),
             retry: s(RETRY),
             release: s(RELEASE),
             dead_letter: s(DEAD_LETTER),
@@ -593,6 +614,38 @@ impl Inbox for RedisInbox {
     async fn complete(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
         self.transition(&self.scripts.complete, args![&key, &token.to_hex()])
             .await
+    }
+
+    async fn complete_many(
+        &self,
+        done: &[(&str, ClaimToken)],
+    ) -> Result<Vec<Transition>, InboxError> {
+        if done.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut args = Vec::with_capacity(done.len() * 2);
+        for (key, token) in done {
+            args.push(key.as_bytes().to_vec());
+            args.push(token.to_hex().into_bytes());
+        }
+        let applied: Vec<i64> = self.run(&self.scripts.complete_many, args).await?;
+        if applied.len() != done.len() {
+            return Err(InboxError::Protocol(format!(
+                "batch completion answered {} results for {} events",
+                applied.len(),
+                done.len()
+            )));
+        }
+        Ok(applied
+            .into_iter()
+            .map(|one| {
+                if one == 1 {
+                    Transition::Applied
+                } else {
+                    Transition::Stale
+                }
+            })
+            .collect())
     }
 
     async fn retry(

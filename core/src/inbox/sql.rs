@@ -154,6 +154,17 @@ pub(crate) struct Dialect {
     pub(crate) lock: &'static str,
     /// How to select the key as text (MySQL reports a `_bin` column as binary).
     pub(crate) key_select: &'static str,
+    /// What follows the table in an `UPDATE … WHERE event_key IN (…)` to
+    /// make it use the primary key (MySQL: `FORCE INDEX (PRIMARY)`; its
+    /// optimizer may otherwise scan a `(state, …)` index, locking rows that
+    /// concurrent leases select, and deadlock).
+    pub(crate) by_key: &'static str,
+    /// Whether the lease statement reaps too (a data-modifying `WITH`, as
+    /// PostgreSQL has), or the reap is a statement of its own.
+    pub(crate) reap_in_lease: bool,
+    /// The batch completion, from the quoted table, the clock expression and
+    /// the completed state (see [`InboxStatements::complete_many`]).
+    pub(crate) complete_many: fn(&str, &str, i64, i64) -> String,
 }
 
 /// The statements of one inbox, formatted once for its table. Each statement
@@ -165,9 +176,20 @@ pub(crate) struct InboxStatements {
     param: fn(usize) -> String,
     /// Bound: key, scheme, delivery id, event type, matched key, headers, body, signed at.
     pub(crate) accept: String,
-    /// Bound: error, max attempts.
+    /// Dead-letters the leases expired on their last attempt, skipping rows
+    /// another transaction holds (`IN (SELECT … FOR UPDATE SKIP LOCKED)`);
+    /// bound: error, max attempts.
+    #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
     pub(crate) reap: String,
-    /// One-statement lease; bound: token, lease ms, max attempts, batch.
+    /// MySQL's reap, which cannot select from the table it updates: the
+    /// keys, locked; bound: max attempts.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) reap_select: String,
+    /// Then their update (`IN (` is last); bound: error, then the keys.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub(crate) reap_update: String,
+    /// One-statement lease; bound: token, lease ms, max attempts, batch,
+    /// and with [`Dialect::reap_in_lease`] the reap's error.
     pub(crate) lease: String,
     /// The keys of due rows, locked; bound: max attempts, batch.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
@@ -183,6 +205,10 @@ pub(crate) struct InboxStatements {
     pub(crate) extend: String,
     /// Bound: key, token.
     pub(crate) complete: String,
+    /// The batch completion: the whole statement on PostgreSQL (bound: the
+    /// keys, the tokens, as arrays); elsewhere its head, followed by one
+    /// `(key, token)` pair per entry and `)`.
+    pub(crate) complete_many: String,
     /// Bound: delay ms, error, key, token.
     pub(crate) retry: String,
     /// Bound: key, token.
@@ -221,6 +247,14 @@ impl InboxStatements {
                 p(n)
             )
         };
+        // A leased row whose lease expired on its last attempt; parameter
+        // `n`: the max attempts.
+        let expired = |n: usize| {
+            format!(
+                "state = {LEASED} AND lease_until <= {now} AND attempts >= {}",
+                p(n)
+            )
+        };
         let held = |first: usize| {
             format!(
                 "event_key = {} AND token = {} AND state = {LEASED}",
@@ -247,15 +281,43 @@ impl InboxStatements {
             ),
             reap: format!(
                 "UPDATE {t} SET state = {DEAD}, token = NULL, lease_until = NULL, last_error = {}, \
-                 updated_at = {now} WHERE state = {LEASED} AND lease_until <= {now} AND attempts >= {}",
+                 updated_at = {now} WHERE event_key IN (SELECT event_key FROM {t} WHERE {}{})",
                 p(1),
-                p(2)
+                expired(2),
+                d.lock
+            ),
+            reap_select: format!(
+                "SELECT {} FROM {t} WHERE {}{}",
+                d.key_select,
+                expired(1),
+                d.lock
+            ),
+            reap_update: format!(
+                "UPDATE {t}{} SET state = {DEAD}, token = NULL, lease_until = NULL, last_error = {}, \
+                 updated_at = {now} WHERE event_key IN (",
+                d.by_key,
+                p(1)
             ),
             lease: format!(
-                "UPDATE {t} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
+                "{}UPDATE {t} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
                  attempts = attempts + 1, updated_at = {now} WHERE event_key IN \
                  (SELECT event_key FROM {t} WHERE {} ORDER BY due_at LIMIT {}{}) \
                  RETURNING {columns}",
+                if d.reap_in_lease {
+                    // The reap first, in the same statement (one round trip):
+                    // the rows it dead-letters (attempts >= max) are never
+                    // due (attempts < max).
+                    format!(
+                        "WITH reaped AS (UPDATE {t} SET state = {DEAD}, token = NULL, \
+                         lease_until = NULL, last_error = {}, updated_at = {now} \
+                         WHERE event_key IN (SELECT event_key FROM {t} WHERE {}{})) ",
+                        p(5),
+                        expired(3),
+                        d.lock
+                    )
+                } else {
+                    String::new()
+                },
                 p(1),
                 p(2),
                 due(3),
@@ -271,8 +333,9 @@ impl InboxStatements {
             ),
             lease_read: format!("SELECT {columns} FROM {t} WHERE event_key IN ("),
             lease_update: format!(
-                "UPDATE {t} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
+                "UPDATE {t}{} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
                  attempts = attempts + 1, updated_at = {now} WHERE event_key IN (",
+                d.by_key,
                 p(1),
                 p(2)
             ),
@@ -286,6 +349,7 @@ impl InboxStatements {
                  updated_at = {now} WHERE {}",
                 held(1)
             ),
+            complete_many: (d.complete_many)(&t, now, LEASED, COMPLETED),
             retry: format!(
                 "UPDATE {t} SET state = {PENDING}, token = NULL, lease_until = NULL, \
                  due_at = {now} + {}, last_error = {}, updated_at = {now} WHERE {}",
@@ -474,10 +538,10 @@ impl<I> SqlInboxBuilder<I> {
 
 /// Implements for `$inbox` (fields `pool`, `sql: Arc<InboxStatements>`,
 /// `command_timeout`) the [`Inbox`](crate::inbox::Inbox) methods that are
-/// the same in every dialect; the backend supplies `accept_event` and
-/// `lease_events` (without the timeout).
+/// the same in every dialect; the backend supplies `accept_event`,
+/// `lease_events` and `complete_events` (without the timeout).
 macro_rules! sql_inbox {
-    ($inbox:ident, $pool:ty) => {
+    ($inbox:ident, $pool:ty, $db:ty) => {
         const _: () = {
             use std::time::Duration;
 
@@ -536,6 +600,36 @@ macro_rules! sql_inbox {
             }
 
             #[async_trait::async_trait]
+            impl $crate::inbox::TransactionalInbox for $inbox {
+                type Database = $db;
+
+                async fn begin(&self) -> Result<sqlx::Transaction<'static, $db>, InboxError> {
+                    Ok(within(self.command_timeout, self.pool.begin()).await?)
+                }
+
+                async fn complete_in(
+                    &self,
+                    tx: &mut sqlx::Transaction<'static, $db>,
+                    key: &str,
+                    token: ClaimToken,
+                ) -> Result<Transition, InboxError> {
+                    let done = within(
+                        self.command_timeout,
+                        sqlx::query(&self.sql.complete)
+                            .bind(key)
+                            .bind(token.to_hex())
+                            .execute(&mut **tx),
+                    )
+                    .await?;
+                    Ok(if done.rows_affected() > 0 {
+                        Transition::Applied
+                    } else {
+                        Transition::Stale
+                    })
+                }
+            }
+
+            #[async_trait::async_trait]
             impl Inbox for $inbox {
                 async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
                     Ok(within(self.command_timeout, self.accept_event(event)).await?)
@@ -549,14 +643,6 @@ macro_rules! sql_inbox {
                     max_attempts: u32,
                 ) -> Result<Vec<LeasedEvent>, InboxError> {
                     let max = i64::from(max_attempts.max(1));
-                    within(
-                        self.command_timeout,
-                        sqlx::query(&self.sql.reap)
-                            .bind($crate::inbox::EXPIRED_ON_LAST_ATTEMPT)
-                            .bind(max)
-                            .execute(&self.pool),
-                    )
-                    .await?;
                     within(
                         self.command_timeout,
                         self.lease_events(token, i64::from(batch.max(1)), millis(lease), max),
@@ -586,6 +672,16 @@ macro_rules! sql_inbox {
                 ) -> Result<Transition, InboxError> {
                     self.transition(&self.sql.complete, None, &[key, &token.to_hex()])
                         .await
+                }
+
+                async fn complete_many(
+                    &self,
+                    done: &[(&str, ClaimToken)],
+                ) -> Result<Vec<Transition>, InboxError> {
+                    if done.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    Ok(within(self.command_timeout, self.complete_events(done)).await?)
                 }
 
                 async fn retry(
@@ -748,13 +844,21 @@ macro_rules! returning_ops {
                 lease_ms: i64,
                 max_attempts: i64,
             ) -> Result<Vec<$crate::inbox::LeasedEvent>, sqlx::Error> {
-                let rows: Vec<$crate::inbox::sql::LeaseRow> = sqlx::query_as(&self.sql.lease)
+                let mut lease = sqlx::query_as(&self.sql.lease)
                     .bind(token.to_hex())
                     .bind(lease_ms)
                     .bind(max_attempts)
-                    .bind(batch)
-                    .fetch_all(&self.pool)
-                    .await?;
+                    .bind(batch);
+                if DIALECT.reap_in_lease {
+                    lease = lease.bind($crate::inbox::EXPIRED_ON_LAST_ATTEMPT);
+                } else {
+                    sqlx::query(&self.sql.reap)
+                        .bind($crate::inbox::EXPIRED_ON_LAST_ATTEMPT)
+                        .bind(max_attempts)
+                        .execute(&self.pool)
+                        .await?;
+                }
+                let rows: Vec<$crate::inbox::sql::LeaseRow> = lease.fetch_all(&self.pool).await?;
                 Ok(rows
                     .into_iter()
                     .map(|row| $crate::inbox::sql::leased(row, token))

@@ -1,12 +1,13 @@
 //! The SQLite [`Inbox`](super::Inbox): the embedded default.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqliteSynchronous};
 
 use super::sql::{Dialect, InboxStatements, SqlInboxBuilder, returning_ops, sql_inbox};
-use super::{InboxError, OpenError};
+use super::{ClaimToken, InboxError, OpenError, Transition};
 use crate::dedup::sql::within;
 
 const DIALECT: Dialect = Dialect {
@@ -17,7 +18,22 @@ const DIALECT: Dialect = Dialect {
     quote: '"',
     lock: "",
     key_select: "event_key",
+    by_key: "",
+    reap_in_lease: false,
+    complete_many: sqlite_complete_many,
 };
+
+/// The head of the batch completion: the pairs follow as `VALUES` rows.
+fn sqlite_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> String {
+    format!(
+        "UPDATE {t} SET state = {completed}, token = NULL, lease_until = NULL, \
+         updated_at = {now} WHERE state = {leased} AND (event_key, token) IN (VALUES "
+    )
+}
+
+/// At most this many pairs per statement (two parameters each, far below
+/// SQLite's limit of 32,766).
+const COMPLETE_CHUNK: usize = 500;
 
 fn sqlite_param(n: usize) -> String {
     format!("?{n}")
@@ -48,10 +64,65 @@ pub struct SqliteInbox {
     command_timeout: Duration,
 }
 
-sql_inbox!(SqliteInbox, SqlitePool);
+sql_inbox!(SqliteInbox, SqlitePool, sqlx::Sqlite);
 returning_ops!(SqliteInbox);
 
 impl SqliteInbox {
+    /// The batch completion: one statement per [`COMPLETE_CHUNK`] pairs.
+    async fn complete_events(
+        &self,
+        done: &[(&str, ClaimToken)],
+    ) -> Result<Vec<Transition>, sqlx::Error> {
+        let distinct: HashSet<&str> = done.iter().map(|(key, _)| *key).collect();
+        if distinct.len() < done.len() {
+            // A key twice: the statement cannot tell which pair applied.
+            let mut out = Vec::with_capacity(done.len());
+            for (key, token) in done {
+                let applied = sqlx::query(&self.sql.complete)
+                    .bind(*key)
+                    .bind(token.to_hex())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                out.push(if applied > 0 {
+                    Transition::Applied
+                } else {
+                    Transition::Stale
+                });
+            }
+            return Ok(out);
+        }
+        let mut out = Vec::with_capacity(done.len());
+        for chunk in done.chunks(COMPLETE_CHUNK) {
+            let mut statement = self.sql.complete_many.clone();
+            for i in 0..chunk.len() {
+                if i > 0 {
+                    statement.push_str(", ");
+                }
+                statement.push_str(&format!("(?{}, ?{})", 2 * i + 1, 2 * i + 2));
+            }
+            statement.push_str(") RETURNING event_key");
+            let mut query = sqlx::query_as::<_, (String,)>(&statement);
+            for (key, token) in chunk {
+                query = query.bind(*key).bind(token.to_hex());
+            }
+            let applied: HashSet<String> = query
+                .fetch_all(&self.pool)
+                .await?
+                .into_iter()
+                .map(|(key,)| key)
+                .collect();
+            out.extend(chunk.iter().map(|(key, _)| {
+                if applied.contains(*key) {
+                    Transition::Applied
+                } else {
+                    Transition::Stale
+                }
+            }));
+        }
+        Ok(out)
+    }
+
     /// A builder for an inbox in the file named by `url` (`sqlite://path.db`,
     /// `sqlite:path.db`, `sqlite::memory:`), created if missing.
     pub fn builder(url: &str) -> SqlInboxBuilder<Self> {

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, Either};
 use serde::de::DeserializeOwned;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument as _;
 
 use super::{ClaimToken, EventMeta, Inbox, InboxError, LeasedEvent, Transition};
@@ -159,17 +159,28 @@ impl ShutdownSignal {
     }
 }
 
-type Handle<T> = Arc<dyn Fn(Job<T>) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+/// What a handler run achieved: it succeeded (the worker records the
+/// completion), or it recorded the completion itself, in its transaction.
+enum Ran {
+    Succeeded,
+    Recorded(Transition),
+}
 
-/// Configures a [`Worker`]; start from [`Worker::builder`].
+type Handle<T> =
+    Arc<dyn Fn(Job<T>, ClaimToken) -> BoxFuture<'static, Result<Ran, String>> + Send + Sync>;
+
+/// Configures a [`Worker`]; start from [`Worker::builder`], or from
+/// [`Worker::transactional`] for a handler that writes in the inbox's
+/// transaction (`Store` is then the SQL inbox).
 #[must_use]
-pub struct WorkerBuilder<T> {
+pub struct WorkerBuilder<T, Store = ()> {
     inbox: Arc<dyn Inbox>,
+    store: Store,
     config: Config,
     marker: PhantomData<fn(T)>,
 }
 
-impl<T> fmt::Debug for WorkerBuilder<T> {
+impl<T, Store> fmt::Debug for WorkerBuilder<T, Store> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WorkerBuilder")
             .field("config", &self.config)
@@ -188,7 +199,7 @@ struct Config {
     poll_interval: Duration,
 }
 
-impl<T: DeserializeOwned + Send + 'static> WorkerBuilder<T> {
+impl<T: DeserializeOwned + Send + 'static, Store> WorkerBuilder<T, Store> {
     /// How many events this worker runs at once, each in its own task
     /// (default 1). Run more workers, in this process or others, freely.
     pub fn concurrency(mut self, n: usize) -> Self {
@@ -277,9 +288,12 @@ impl<T: DeserializeOwned + Send + 'static> WorkerBuilder<T> {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: fmt::Display,
     {
-        let handle: Handle<T> = Arc::new(move |job| {
+        let handle: Handle<T> = Arc::new(move |job, _| {
             let fut = handler(job);
-            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+            Box::pin(async move {
+                fut.await.map_err(|e| e.to_string())?;
+                Ok(Ran::Succeeded)
+            })
         });
         self.finish(handle)
     }
@@ -292,13 +306,14 @@ impl<T: DeserializeOwned + Send + 'static> WorkerBuilder<T> {
         S::Future: Send + 'static,
         S::Error: fmt::Display,
     {
-        let handle: Handle<T> = Arc::new(move |job| {
+        let handle: Handle<T> = Arc::new(move |job, _| {
             let mut service = service.clone();
             Box::pin(async move {
                 futures_util::future::poll_fn(|cx| service.poll_ready(cx))
                     .await
                     .map_err(|e| e.to_string())?;
-                service.call(job).await.map_err(|e| e.to_string())
+                service.call(job).await.map_err(|e| e.to_string())?;
+                Ok(Ran::Succeeded)
             })
         });
         self.finish(handle)
@@ -312,6 +327,110 @@ impl<T: DeserializeOwned + Send + 'static> WorkerBuilder<T> {
                 handle,
             }),
         }
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+impl<T: DeserializeOwned + Send + 'static, I: super::TransactionalInbox> WorkerBuilder<T, I> {
+    /// The worker, running `handler` in a transaction of the inbox's
+    /// database: the handler's writes and the event's completion commit
+    /// together, or not at all (**exactly-once effects**).
+    ///
+    /// For each event the worker begins a transaction, runs `handler` with
+    /// it, then marks the event completed *in the same transaction* — only if
+    /// this worker's lease token still holds the event — and commits:
+    ///
+    /// - handler `Err`, timeout, panic, or a body not fitting `T`: the
+    ///   transaction is rolled back (nothing the handler wrote stays), and
+    ///   the event is retried or dead-lettered as usual;
+    /// - the lease was lost meanwhile (it expired and another worker took
+    ///   the event over): the completion matches nothing, the transaction is
+    ///   rolled back, the outcome counts as `stale`;
+    /// - the process dies before the commit: the database rolls the
+    ///   transaction back; the event is leased again after its lease expires;
+    /// - the commit fails: the event is retried (if the commit did land, the
+    ///   event is completed and the retry is refused as stale).
+    ///
+    /// So among all the attempts at an event, exactly one commits its
+    /// writes. The handler may still *run* more than once: effects outside
+    /// the transaction (an e-mail, an HTTP call) stay at least once. The
+    /// timeout covers the whole transaction; keep handlers shorter than it,
+    /// and on SQLite shorter than the command timeout: a write transaction
+    /// holds SQLite's database lock, so accepts wait for it.
+    ///
+    /// The handler gets the transaction as `&mut sqlx::Transaction`; write
+    /// with `&mut **tx` as the executor, and return a boxed future (the
+    /// pattern of sqlx's own `Connection::transaction`):
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "postgres")]
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use webhooks_core::inbox::{Job, PostgresInbox, Shutdown, Worker};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Payment { id: String, cents: i64 }
+    ///
+    /// let inbox = PostgresInbox::connect("postgres://app@db.internal/app").await?;
+    /// inbox.migrate().await?;
+    /// let worker = Worker::transactional(inbox).concurrency(4).transactional_handler(
+    ///     |job: Job<Payment>, tx| {
+    ///         Box::pin(async move {
+    ///             sqlx::query("INSERT INTO payments (id, cents) VALUES ($1, $2)")
+    ///                 .bind(&job.event.id)
+    ///                 .bind(job.event.cents)
+    ///                 .execute(&mut **tx)
+    ///                 .await?;
+    ///             Ok::<(), sqlx::Error>(())
+    ///         })
+    ///     },
+    /// );
+    /// let shutdown = Shutdown::new();
+    /// tokio::spawn(worker.run(shutdown.signal()));
+    /// # Ok(()) }
+    /// ```
+    pub fn transactional_handler<F, E>(self, handler: F) -> Worker<T>
+    where
+        F: for<'c> Fn(
+                Job<T>,
+                &'c mut sqlx::Transaction<'static, I::Database>,
+            ) -> BoxFuture<'c, Result<(), E>>
+            + Send
+            + Sync
+            + 'static,
+        E: fmt::Display,
+    {
+        let store = Arc::new(self.store.clone());
+        let handler = Arc::new(handler);
+        let handle: Handle<T> = Arc::new(move |job: Job<T>, token| {
+            let store = Arc::clone(&store);
+            let handler = Arc::clone(&handler);
+            Box::pin(async move {
+                let key = job.meta.key.clone();
+                let mut tx = store
+                    .begin()
+                    .await
+                    .map_err(|e| format!("beginning the transaction failed: {e}"))?;
+                // On `Err` (or a timeout or panic dropping this future),
+                // dropping `tx` rolls it back.
+                handler(job, &mut tx).await.map_err(|e| e.to_string())?;
+                let completed = store
+                    .complete_in(&mut tx, &key, token)
+                    .await
+                    .map_err(|e| format!("recording the completion failed: {e}"))?;
+                match completed {
+                    Transition::Applied => {
+                        tx.commit()
+                            .await
+                            .map_err(|e| format!("committing the transaction failed: {e}"))?;
+                    }
+                    Transition::Stale => {
+                        let _ = tx.rollback().await;
+                    }
+                }
+                Ok(Ran::Recorded(completed))
+            })
+        });
+        self.finish(handle)
     }
 }
 
@@ -377,6 +496,9 @@ impl WorkerReport {
 
 enum Settle {
     Complete,
+    /// Completed in the handler's transaction (applied), or refused there
+    /// and rolled back (stale).
+    Recorded(Transition),
     Retry(Duration, String),
     DeadLetter(String),
     HandBack,
@@ -387,16 +509,34 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     pub fn builder(inbox: Arc<dyn Inbox>) -> WorkerBuilder<T> {
         WorkerBuilder {
             inbox,
-            config: Config {
-                concurrency: 1,
-                batch: 1,
-                lease: Duration::from_secs(30),
-                max_attempts: 8,
-                timeout: Duration::from_secs(30),
-                backoff: Backoff::default(),
-                poll_interval: Duration::from_millis(500),
-            },
+            store: (),
+            config: Self::defaults(),
             marker: PhantomData,
+        }
+    }
+
+    /// A builder for a worker on a SQL inbox whose handler writes in the
+    /// inbox's transaction; finish it with
+    /// [`transactional_handler`](WorkerBuilder::transactional_handler).
+    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    pub fn transactional<I: super::TransactionalInbox>(inbox: I) -> WorkerBuilder<T, I> {
+        WorkerBuilder {
+            inbox: Arc::new(inbox.clone()),
+            store: inbox,
+            config: Self::defaults(),
+            marker: PhantomData,
+        }
+    }
+
+    fn defaults() -> Config {
+        Config {
+            concurrency: 1,
+            batch: 1,
+            lease: Duration::from_secs(30),
+            max_attempts: 8,
+            timeout: Duration::from_secs(30),
+            backoff: Backoff::default(),
+            poll_interval: Duration::from_millis(500),
         }
     }
 
@@ -409,11 +549,20 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     ///
     /// Outside a Tokio runtime.
     pub async fn run(self, signal: ShutdownSignal) -> WorkerReport {
+        let (completions, flushing) = mpsc::unbounded_channel();
+        let flusher = tokio::spawn(flush_loop(Arc::clone(&self.shared), flushing));
         let loops: Vec<_> = (0..self.shared.config.concurrency)
-            .map(|_| tokio::spawn(run_loop(Arc::clone(&self.shared), signal.clone())))
+            .map(|_| {
+                tokio::spawn(run_loop(
+                    Arc::clone(&self.shared),
+                    signal.clone(),
+                    completions.clone(),
+                ))
+            })
             .collect();
+        drop(completions);
         let mut report = WorkerReport::default();
-        for handle in loops {
+        for handle in loops.into_iter().chain([flusher]) {
             match handle.await {
                 Ok(one) => report.add(one),
                 Err(error) => tracing::error!(error = %error, "inbox worker task failed"),
@@ -423,9 +572,21 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     }
 }
 
+/// A completion waiting for the flusher.
+struct Completion {
+    key: String,
+    token: ClaimToken,
+    /// The batch's held keys: the flusher takes `key` out once recorded (or
+    /// given up), so that its lease is renewed until then.
+    held: Arc<Mutex<Vec<String>>>,
+    /// Dropped once recorded (or given up).
+    recorded: oneshot::Sender<()>,
+}
+
 async fn run_loop<T: DeserializeOwned + Send + 'static>(
     shared: Arc<Shared<T>>,
     mut signal: ShutdownSignal,
+    completions: mpsc::UnboundedSender<Completion>,
 ) -> WorkerReport {
     let config = &shared.config;
     let mut report = WorkerReport::default();
@@ -453,7 +614,34 @@ async fn run_loop<T: DeserializeOwned + Send + 'static>(
             idle(&mut signal, config.poll_interval).await;
             continue;
         }
-        report.add(run_batch(&shared, &signal, token, events).await);
+        report.add(run_batch(&shared, &signal, token, events, &completions).await);
+    }
+    report
+}
+
+/// Records the completions the loops send, several at a time: while one
+/// [`Inbox::complete_many`] is on its way, the next completions gather, so
+/// fast handlers share a round trip and a commit (across the worker's
+/// loops), and a slow handler's completion is recorded as soon as it
+/// finishes. Ends once every loop has ended and everything sent is recorded.
+/// A batch waits for its completions before its loop leases again, and
+/// renews their leases meanwhile.
+async fn flush_loop<T>(
+    shared: Arc<Shared<T>>,
+    mut flushing: mpsc::UnboundedReceiver<Completion>,
+) -> WorkerReport {
+    let mut report = WorkerReport::default();
+    let mut done = Vec::new();
+    while flushing.recv_many(&mut done, 1024).await > 0 {
+        complete_all(&shared, &done, &mut report).await;
+        for completion in done.drain(..) {
+            completion
+                .held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|k| *k != completion.key);
+            drop(completion.recorded);
+        }
     }
     report
 }
@@ -466,16 +654,29 @@ async fn idle(signal: &mut ShutdownSignal, wait: Duration) {
 }
 
 /// Runs a leased batch one event at a time, renewing the leases of every
-/// event still held meanwhile.
+/// event still held meanwhile. A succeeded event goes to the flusher
+/// ([`flush_loop`]) and stays held (renewed) until its completion is
+/// recorded; the batch ends once all are. One whose completion the flusher
+/// cannot record stays leased, and is run again after its lease expires:
+/// never marked done without its record.
 async fn run_batch<T: DeserializeOwned + Send + 'static>(
     shared: &Shared<T>,
     signal: &ShutdownSignal,
     token: ClaimToken,
     events: Vec<LeasedEvent>,
+    completions: &mpsc::UnboundedSender<Completion>,
 ) -> WorkerReport {
-    let held: Mutex<Vec<String>> = Mutex::new(events.iter().map(|e| e.meta.key.clone()).collect());
+    let held: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(
+        events.iter().map(|e| e.meta.key.clone()).collect(),
+    ));
+    let release = |key: &str| {
+        held.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k| k != key);
+    };
     let work = pin!(async {
         let mut report = WorkerReport::default();
+        let mut flushing = Vec::new();
         for event in events {
             let key = event.meta.key.clone();
             let settle = if signal.is_triggered() {
@@ -483,10 +684,25 @@ async fn run_batch<T: DeserializeOwned + Send + 'static>(
             } else {
                 run_one(shared, event).await
             };
+            if matches!(settle, Settle::Complete) {
+                let (recorded, done) = oneshot::channel();
+                let completion = Completion {
+                    key: key.clone(),
+                    token,
+                    held: Arc::clone(&held),
+                    recorded,
+                };
+                if completions.send(completion).is_ok() {
+                    flushing.push(done);
+                    continue;
+                }
+            }
             settle_one(shared, &key, token, settle, &mut report).await;
-            held.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|k| *k != key);
+            release(&key);
+        }
+        for done in flushing {
+            // `Err`: the flusher is gone; the lease will expire.
+            let _ = done.await;
         }
         report
     });
@@ -527,6 +743,7 @@ async fn run_one<T: DeserializeOwned + Send + 'static>(
         scheme = %event.meta.scheme,
         attempt,
     );
+    let token = event.token;
     let outcome = async {
         let typed: T = crate::delivery::parse_json(&event.body).map_err(|e| e.to_string())?;
         let job = Job {
@@ -537,7 +754,7 @@ async fn run_one<T: DeserializeOwned + Send + 'static>(
             body: event.body,
         };
         let handle = Arc::clone(&shared.handle);
-        let run = AssertUnwindSafe(async move { handle(job).await }).catch_unwind();
+        let run = AssertUnwindSafe(async move { handle(job, token).await }).catch_unwind();
         let started = std::time::Instant::now();
         let ran = tokio::time::timeout(config.timeout, run).await;
         super::signals::handler_ran(started);
@@ -554,7 +771,8 @@ async fn run_one<T: DeserializeOwned + Send + 'static>(
     .await;
     let _enter = span.enter();
     match outcome {
-        Ok(()) => Settle::Complete,
+        Ok(Ran::Succeeded) => Settle::Complete,
+        Ok(Ran::Recorded(transition)) => Settle::Recorded(transition),
         Err(error) if attempt >= config.max_attempts => {
             tracing::warn!(error = %error, "inbox event failed its last attempt; dead-lettering");
             Settle::DeadLetter(error)
@@ -564,6 +782,49 @@ async fn run_one<T: DeserializeOwned + Send + 'static>(
             Settle::Retry(config.backoff.delay(attempt), error)
         }
     }
+}
+
+/// Records `completions` with one [`Inbox::complete_many`], retrying store
+/// errors a few times within the lease.
+async fn complete_all<T>(
+    shared: &Shared<T>,
+    completions: &[Completion],
+    report: &mut WorkerReport,
+) {
+    let done: Vec<(&str, ClaimToken)> = completions
+        .iter()
+        .map(|c| (c.key.as_str(), c.token))
+        .collect();
+    let mut wait = Duration::from_millis(50);
+    for _ in 0..4 {
+        match shared.inbox.complete_many(&done).await {
+            Ok(transitions) => {
+                for (Completion { key, .. }, transition) in completions.iter().zip(transitions) {
+                    match transition {
+                        Transition::Applied => {
+                            report.completed += 1;
+                            super::signals::attempt("completed");
+                        }
+                        Transition::Stale => {
+                            tracing::warn!(key = %key, "inbox outcome refused: the lease was taken over");
+                            super::signals::attempt("stale");
+                            report.stale += 1;
+                        }
+                    }
+                }
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(events = done.len(), error = %error, "recording inbox completions failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+        }
+    }
+    tracing::error!(
+        events = done.len(),
+        "could not record inbox completions; the leases will expire and the events run again"
+    );
 }
 
 /// Records an outcome, retrying store errors a few times within the lease.
@@ -582,6 +843,7 @@ async fn settle_one<T>(
             Settle::Retry(delay, error) => inbox.retry(key, token, *delay, error).await,
             Settle::DeadLetter(error) => inbox.dead_letter(key, token, error).await,
             Settle::HandBack => inbox.release(key, token).await,
+            Settle::Recorded(transition) => Ok(*transition),
         };
         match result {
             Ok(Transition::Applied) => {
@@ -601,6 +863,10 @@ async fn settle_one<T>(
                     Settle::HandBack => {
                         report.handed_back += 1;
                         "handed_back"
+                    }
+                    Settle::Recorded(_) => {
+                        report.completed += 1;
+                        "completed"
                     }
                 };
                 super::signals::attempt(outcome);
