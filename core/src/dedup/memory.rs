@@ -446,9 +446,7 @@ impl DedupStore for MemoryStore {
         let now = self.now();
         let (hash, mut shard) = self.shard(key);
         shard.sweep(now);
-        let existing = shard
-            .get(hash, key)
-            .map(|e| (Arc::clone(&e.key), e.slot));
+        let existing = shard.get(hash, key).map(|e| (Arc::clone(&e.key), e.slot));
         match existing {
             Some((stored, Slot { state, stamp })) => match state {
                 State::InFlight { lease_end, .. } if lease_end > now => Ok(Claim::InFlight {

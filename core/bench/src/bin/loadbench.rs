@@ -534,7 +534,11 @@ fn memory(o: &Options) {
     for framework in &o.frameworks {
         let port = 19_000 + (std::process::id() % 1000) as u16;
         // The default route, unless `--configs` names another (e.g. `bare`).
-        let config = if o.configs.len() == 1 { &o.configs[0] } else { "dedup" };
+        let config = if o.configs.len() == 1 {
+            &o.configs[0]
+        } else {
+            "dedup"
+        };
         let server = Server::start(o, framework, config, port, "mem");
         let idle = server.rss_kib().1;
         let verifier = StandardWebhooks::new(SECRET).unwrap();
