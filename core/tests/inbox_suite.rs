@@ -1504,17 +1504,24 @@ macro_rules! transactional_tests {
                 let (inbox, fx) = open(&target).await;
                 inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
                 let starts = Arc::new(AtomicU32::new(0));
-                let stuck = writer(inbox.clone(), fx.clone(), Duration::from_millis(300), &[], &[], Duration::from_millis(1500), Arc::clone(&starts));
                 let shutdown = Shutdown::new();
                 // On a runtime of its own, which the stuck handler blocks
-                // (its lease renewals included), as a stuck process would.
+                // (its lease renewals included), as a stuck process would;
+                // with a pool of its own too: a pooled connection opened on
+                // that runtime fails once the runtime is gone, so it must
+                // never serve this test's later queries.
                 let signal = shutdown.signal();
+                let (stuck_target, stuck_starts) = (target.clone(), Arc::clone(&starts));
                 let stuck = std::thread::spawn(move || {
                     tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()
                         .unwrap()
-                        .block_on(stuck.run(signal))
+                        .block_on(async move {
+                            let (inbox, fx) = open(&stuck_target).await;
+                            let stuck = writer(inbox, fx, Duration::from_millis(300), &[], &[], Duration::from_millis(1500), stuck_starts);
+                            stuck.run(signal).await
+                        })
                 });
                 wait_for(|| async { starts.load(Ordering::SeqCst) >= 1 }).await;
                 let taker = writer(inbox.clone(), fx.clone(), Duration::from_secs(5), &[], &[], Duration::ZERO, Arc::clone(&starts));
