@@ -9,8 +9,7 @@ use actix_web::dev::{
     Extensions, Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready,
 };
 use actix_web::{Error, HttpMessage as _, web};
-use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt as _;
+use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use webhooks_core::{Delivery, Incoming, Receiver, Rejection, RequestHead, RequestVerifier};
 
@@ -148,11 +147,7 @@ where
                 headers: to_http_headers(req.headers()),
             };
             let payload = req.extract::<web::Payload>().await;
-            let declared = req
-                .headers()
-                .get(actix_web::http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-            let read = read_limited(payload, declared, receiver.body_limit());
+            let read = read_limited(payload, receiver.body_limit());
             // The request stays here until the handler runs, so that a
             // rejection before it can still be answered with a response.
             let mut waiting = Some(req);
@@ -211,27 +206,16 @@ fn to_http_headers(headers: &actix_web::http::header::HeaderMap) -> http::Header
 }
 
 /// Reads the payload, stopping at `limit`.
-///
-/// With a `Content-Length` (the pipeline has already refused one above the
-/// limit), the buffer is allocated once at that size instead of growing from
-/// 32 KiB by doubling and copying.
 async fn read_limited(
     payload: Result<web::Payload, Error>,
-    declared: Option<usize>,
     limit: usize,
 ) -> Result<Bytes, Rejection> {
-    /// The first allocation for a body of unknown length.
-    const UNKNOWN_LENGTH_START: usize = 16 * 1024;
-    let mut payload = payload.map_err(|_| Rejection::BodyRead)?;
-    let mut body = BytesMut::with_capacity(declared.unwrap_or(UNKNOWN_LENGTH_START).min(limit));
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|_| Rejection::BodyRead)?;
-        if body.len() + chunk.len() > limit {
-            return Err(Rejection::PayloadTooLarge { limit });
-        }
-        body.extend_from_slice(&chunk);
+    let payload = payload.map_err(|_| Rejection::BodyRead)?;
+    match payload.to_bytes_limited(limit).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(Rejection::BodyRead),
+        Err(_) => Err(Rejection::PayloadTooLarge { limit }),
     }
-    Ok(body.freeze())
 }
 
 /// Answers `rejection` with the receiver's response.
