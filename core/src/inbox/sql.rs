@@ -189,7 +189,9 @@ pub(crate) struct InboxStatements {
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) reap_update: String,
     /// One-statement lease; bound: token, lease ms, max attempts, batch,
-    /// and with [`Dialect::reap_in_lease`] the reap's error.
+    /// and with [`Dialect::reap_in_lease`] the reap's error. MySQL leases in
+    /// two statements instead (`lease_select`, `lease_update`).
+    #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
     pub(crate) lease: String,
     /// The keys of due rows, locked; bound: max attempts, batch.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]

@@ -163,6 +163,11 @@ impl ShutdownSignal {
 /// completion), or it recorded the completion itself, in its transaction.
 enum Ran {
     Succeeded,
+    /// Only transactional handlers (the SQL backends' features) record.
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+        allow(dead_code)
+    )]
     Recorded(Transition),
 }
 
@@ -175,6 +180,11 @@ type Handle<T> =
 #[must_use]
 pub struct WorkerBuilder<T, Store = ()> {
     inbox: Arc<dyn Inbox>,
+    /// The SQL inbox a transactional handler writes in; `()` otherwise.
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+        allow(dead_code)
+    )]
     store: Store,
     config: Config,
     marker: PhantomData<fn(T)>,
