@@ -24,11 +24,14 @@ use crate::error::{WebhookRejection, rejection_response};
 /// [`RawWebhook`](crate::RawWebhook) or [`WebhookMeta`](crate::WebhookMeta),
 /// and `web::Bytes` or `web::Json` still see the exact body.
 ///
-/// The receiver's body limit is the one `web::Bytes` and `String` apply
-/// behind the middleware: it adds a [`web::PayloadConfig`] with that limit
-/// to the request's app data (a `PayloadConfig` set on the resource itself
-/// still takes precedence). `web::Json` keeps its own `JsonConfig` limit
-/// (2 MiB by default).
+/// The receiver's body limit is the one `web::Bytes`, `String`, `web::Json`
+/// and `web::Form` apply behind the middleware: it adds a
+/// [`web::PayloadConfig`], a [`web::JsonConfig`] and a [`web::FormConfig`]
+/// with that limit to the request's app data, so a body the middleware
+/// verified is never refused by the handler's extractor after the claim
+/// (actix's own defaults are 256 KiB, 2 MiB and 16 KiB). A config set on the
+/// resource itself still takes precedence: keep its limit at least the
+/// receiver's.
 ///
 /// ```
 /// use std::time::Duration;
@@ -94,7 +97,10 @@ where
 
     fn new_transform(&self, service: S) -> Self::Future {
         let mut payload_config = Extensions::new();
-        payload_config.insert(web::PayloadConfig::new(self.receiver.body_limit()));
+        let limit = self.receiver.body_limit();
+        payload_config.insert(web::PayloadConfig::new(limit));
+        payload_config.insert(web::JsonConfig::default().limit(limit));
+        payload_config.insert(web::FormConfig::default().limit(limit));
         ready(Ok(WebhooksMiddleware {
             service: Rc::new(service),
             receiver: self.receiver.clone(),
@@ -111,7 +117,8 @@ where
 pub struct WebhooksMiddleware<S> {
     service: Rc<S>,
     receiver: Receiver,
-    /// A `PayloadConfig` with the receiver's limit, for the handler's extractors.
+    /// `PayloadConfig`, `JsonConfig` and `FormConfig` with the receiver's
+    /// limit, for the handler's extractors.
     payload_config: Rc<Extensions>,
 }
 

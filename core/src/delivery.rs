@@ -68,18 +68,23 @@ impl Delivery {
     /// ```
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ExtractError> {
         let parsed = parse_json(&self.body);
-        if let Err(ExtractError::Json { path, message }) = &parsed {
-            // A deployment that cannot read a new event type must be loud:
-            // the sender retries it for days. The path and serde's scrubbed
-            // message only, never the body's values.
-            tracing::warn!(
-                scheme = self.verified.scheme,
-                path = %path,
-                error = %message,
-                "webhook body does not fit the handler's type; answering 422"
-            );
-        }
+        warn_if_unfit(self.verified.scheme, &parsed);
         parsed
+    }
+}
+
+/// Logs a body that does not fit the handler's type at WARN: a deployment
+/// that cannot read a new event type must be loud, as the sender retries it
+/// for days. The path and serde's scrubbed message only, never the body's
+/// values.
+pub(crate) fn warn_if_unfit<T>(scheme: &str, parsed: &Result<T, ExtractError>) {
+    if let Err(ExtractError::Json { path, message }) = parsed {
+        tracing::warn!(
+            scheme,
+            path = %path,
+            error = %message,
+            "webhook body does not fit the handler's type; answering 422"
+        );
     }
 }
 

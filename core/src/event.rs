@@ -102,6 +102,13 @@ impl Delivery {
     /// [`ExtractError::Json`] (a `422`) when the body is not JSON, has no
     /// event type anywhere, or a known type's data does not fit its variant.
     pub fn event<E: DeserializeOwned>(&self) -> Result<Event<E>, ExtractError> {
+        let event = self.dispatch();
+        crate::delivery::warn_if_unfit(self.verified.scheme, &event);
+        event
+    }
+
+    /// [`event`](Self::event), without the log.
+    fn dispatch<E: DeserializeOwned>(&self) -> Result<Event<E>, ExtractError> {
         let body_type = body_type(&self.body)?;
         let event_type = match (&self.verified.event_type, &body_type) {
             (Some(header), _) => header.as_str(),
@@ -124,7 +131,7 @@ impl Delivery {
         };
         let result = if body_type.as_deref() == Some(event_type) {
             // The body carries its own type: deserialize it as it is.
-            self.json()
+            crate::delivery::parse_json(&self.body)
         } else {
             self.wrapped(event_type)
         };

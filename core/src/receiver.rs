@@ -71,7 +71,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::oneshot;
 use tracing::{Instrument as _, field};
 
-use crate::dedup::{Claim, ClaimToken, DedupStore, Transition};
+use crate::dedup::{Claim, ClaimToken, DedupStore, StoreError, Transition};
 use crate::signals::{Signals, StoreOp};
 use crate::{Delivery, Rejection, RequestHead, RequestVerifier, Verified};
 
@@ -285,12 +285,13 @@ impl Receiver {
         span.record("key", field::display(&verified.matched_key));
 
         let id = match &inner.key_fn {
-            Some(f) => f(&verified, &body),
-            None => verified.dedup_id(&body),
+            Some(f) => f(&verified, &body).map(std::borrow::Cow::Owned),
+            None => verified.dedup_id_ref(&body),
         };
         if let Some(inbox) = &inner.inbox {
             // Inbox mode: the inbox's unique key is the dedup; workers run the handler.
             let (ns, retry) = (&inner.namespace, inner.store_retry_after);
+            let id = id.map(std::borrow::Cow::into_owned);
             return Err(inbox.store(ns, id, verified, headers, body, retry).await);
         }
         let Some(store) = &inner.store else {
@@ -338,7 +339,7 @@ impl Receiver {
                         })
                     }
                     StoreFailure::Open => {
-                        tracing::warn!(error = %error, "dedup store failed at claim; running the handler without deduplication (fail-open)");
+                        tracing::error!(error = %error, "dedup store failed at claim; running the handler without deduplication (fail-open)");
                         // Nothing was claimed: the delivery carries no dedup key.
                         Ok(Admission::unclaimed(Delivery::new(verified, None, body))
                             .observed(observer))
@@ -587,13 +588,19 @@ impl Admission {
         let outcome = match claim.as_mut() {
             // Renewal starts only if the handler outlives one renewal interval:
             // a quick handler costs a timer, not a task.
+            // A handler that answers on its first poll needs no timer at all.
             Some(guard) => {
-                let beat = std::pin::pin!(tokio::time::sleep(guard.renewal_interval()));
-                match futures_util::future::select(outcome.as_mut(), beat).await {
-                    Either::Left((output, _)) => output,
-                    Either::Right(((), _)) => {
-                        guard.start_renewal();
-                        outcome.await
+                match std::future::poll_fn(|cx| Poll::Ready(outcome.as_mut().poll(cx))).await {
+                    Poll::Ready(output) => output,
+                    Poll::Pending => {
+                        let beat = std::pin::pin!(tokio::time::sleep(guard.renewal_interval()));
+                        match futures_util::future::select(outcome.as_mut(), beat).await {
+                            Either::Left((output, _)) => output,
+                            Either::Right(((), _)) => {
+                                guard.start_renewal();
+                                outcome.await
+                            }
+                        }
                     }
                 }
             }
@@ -691,11 +698,9 @@ struct Settle {
     token: ClaimToken,
     retention: Duration,
     complete_retry: Duration,
-    /// `true` once settled. The renewal holds it while it calls `extend`, so
-    /// a renewal never races a settlement into a misleading "taken over".
-    settled: Arc<tokio::sync::Mutex<bool>>,
-    /// Dropped (with this value) to stop the renewal task, once started.
-    stop_renewal: Option<oneshot::Sender<()>>,
+    /// The renewal task's handles, once it started (most claims settle
+    /// before: they pay for neither).
+    renewal: Option<Renewal>,
     lease: Duration,
     observer: Observer,
 }
@@ -710,7 +715,6 @@ impl ClaimGuard {
         observer: Observer,
     ) -> Self {
         let key: Arc<str> = Arc::from(key);
-        let settled = Arc::new(tokio::sync::Mutex::new(false));
         Self {
             key: Arc::clone(&key),
             token,
@@ -721,8 +725,7 @@ impl ClaimGuard {
                 lease: inner.lease,
                 retention: inner.retention,
                 complete_retry: inner.complete_retry,
-                settled,
-                stop_renewal: None,
+                renewal: None,
                 observer,
             }),
         }
@@ -761,31 +764,14 @@ impl ClaimGuard {
         let Some(settle) = self.settle.take() else {
             return false;
         };
-        let (first, mut answer) = oneshot::channel();
         if tokio::runtime::Handle::try_current().is_err() {
             // No runtime to retry on: one try, here (boxed: this rare path
             // must not grow every request's future).
-            Box::pin(
-                Settle {
-                    complete_retry: Duration::ZERO,
-                    ..settle
-                }
-                .complete(first),
-            )
-            .await;
-            return answer.await.unwrap_or(false);
+            return Box::pin(settle.complete()).await;
         }
-        // The first try runs here; retries of a failed one go on after the
-        // answer, as a runtime task, as does whatever is left if this
-        // future is dropped.
-        let mut work = Detached::new(settle.complete(first));
-        std::future::poll_fn(|cx| {
-            let _ = Pin::new(&mut work).poll(cx);
-            Pin::new(&mut answer)
-                .poll(cx)
-                .map(|first| first.unwrap_or(false))
-        })
-        .await
+        // The first try runs here (or, if this future is dropped first, as
+        // a runtime task); retries of a failed one run as a runtime task.
+        Detached::new(settle.complete()).await.unwrap_or(false)
     }
 
     /// Forgets the claim so the sender's retry can run. Returns whether the
@@ -849,78 +835,107 @@ impl<T: Send + 'static> Drop for Detached<T> {
 impl Settle {
     /// Starts the renewal task, unless it runs already or there is no runtime.
     fn start_renewal(&mut self) {
-        if self.stop_renewal.is_some() {
+        if self.renewal.is_some() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let (stop, stopped) = oneshot::channel();
+        let settled = Arc::new(tokio::sync::Mutex::new(false));
         runtime.spawn(renew(
             Arc::clone(&self.store),
             Arc::clone(&self.key),
             self.token,
             self.lease,
-            Arc::clone(&self.settled),
+            Arc::clone(&settled),
             stopped,
             self.observer.clone(),
         ));
-        self.stop_renewal = Some(stop);
+        self.renewal = Some(Renewal {
+            settled,
+            _stop: stop,
+        });
     }
 
-    /// Completes, answering `first` with the first try's outcome and then
-    /// retrying a failed try with backoff for up to `complete_retry`.
-    async fn complete(mut self, first: oneshot::Sender<bool>) {
-        let mut first = Some(first);
-        let mut report = |applied: bool| {
-            if let Some(first) = first.take() {
-                let _ = first.send(applied);
-            }
+    /// One try at `complete`, with `settled` set as its outcome says under
+    /// the renewal's lock (if a renewal runs).
+    async fn try_complete(&self) -> Result<Transition, StoreError> {
+        let complete = self.store.complete(&self.key, self.token, self.retention);
+        let Some(renewal) = &self.renewal else {
+            return complete.await;
         };
-        // Read the clock only once a try failed: the common path skips it.
-        let mut started: Option<Instant> = None;
+        let mut settled = renewal.settled.lock().await;
+        let result = complete.await;
+        *settled = !matches!(&result, Err(e) if !e.is_permanent());
+        result
+    }
+
+    /// Completes; returns whether the first try applied. A try that failed
+    /// for a reason that may pass is retried with backoff for up to
+    /// `complete_retry`, as a runtime task (when there is a runtime).
+    async fn complete(self) -> bool {
+        match self.try_complete().await {
+            Ok(Transition::Applied) => true,
+            Ok(Transition::Stale) => {
+                tracing::warn!(key = %self.key, "complete refused: another attempt took over the claim");
+                false
+            }
+            Err(error) => {
+                self.complete_failed(&error);
+                if !error.is_permanent() {
+                    match tokio::runtime::Handle::try_current() {
+                        Ok(runtime) => drop(runtime.spawn(self.retry_complete(error))),
+                        Err(_) => {
+                            tracing::error!(key = %self.key, error = %error, "complete failed after a 2xx and there is no runtime to retry on; a retry may run the handler again")
+                        }
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    /// Counts and logs a failed `complete` (a permanent refusal is final).
+    fn complete_failed(&self, error: &StoreError) {
+        self.observer.store_error(StoreOp::Complete);
+        if error.is_permanent() {
+            tracing::error!(key = %self.key, error = %error, "complete refused for good by the store; a retry may run the handler again");
+        }
+    }
+
+    /// Retries a `complete` whose first try failed with `error`, with
+    /// backoff, for up to `complete_retry`, the lease renewed meanwhile.
+    async fn retry_complete(mut self, mut error: StoreError) {
+        let started = Instant::now();
         let mut delay = FIRST_COMPLETE_RETRY;
         let mut attempt: u32 = 1;
         loop {
-            let result = {
-                let mut settled = self.settled.lock().await;
-                let result = self
-                    .store
-                    .complete(&self.key, self.token, self.retention)
-                    .await;
-                *settled = !matches!(&result, Err(e) if !e.is_permanent());
-                result
-            };
-            match result {
+            if started.elapsed() + delay > self.complete_retry {
+                tracing::error!(key = %self.key, error = %error, attempt, "complete failed after a 2xx; giving up, a retry may run the handler again");
+                return;
+            }
+            // Keep the claim while the completion is retried (idempotent).
+            self.start_renewal();
+            tracing::error!(key = %self.key, error = %error, attempt, retry_in_ms = delay.as_millis() as u64, "complete failed after a 2xx; retrying in the background");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(MAX_COMPLETE_RETRY);
+            attempt += 1;
+            match self.try_complete().await {
                 Ok(Transition::Applied) => {
-                    if attempt > 1 {
-                        tracing::info!(key = %self.key, attempt, "complete succeeded on a retry");
-                    }
-                    return report(true);
+                    tracing::info!(key = %self.key, attempt, "complete succeeded on a retry");
+                    return;
                 }
                 Ok(Transition::Stale) => {
                     tracing::warn!(key = %self.key, "complete refused: another attempt took over the claim");
-                    return report(false);
+                    return;
                 }
-                Err(error) if error.is_permanent() => {
-                    self.observer.store_error(StoreOp::Complete);
-                    tracing::error!(key = %self.key, error = %error, "complete refused for good by the store; a retry may run the handler again");
-                    return report(false);
-                }
-                Err(error) => {
-                    self.observer.store_error(StoreOp::Complete);
-                    report(false);
-                    // Keep the claim while the completion is retried.
-                    self.start_renewal();
-                    let started = *started.get_or_insert_with(Instant::now);
-                    if started.elapsed() + delay > self.complete_retry {
-                        tracing::error!(key = %self.key, error = %error, attempt, "complete failed after a 2xx; giving up, a retry may run the handler again");
+                Err(next) => {
+                    self.complete_failed(&next);
+                    if next.is_permanent() {
                         return;
                     }
-                    tracing::warn!(key = %self.key, error = %error, attempt, retry_in_ms = delay.as_millis() as u64, "complete failed after a 2xx; retrying in the background");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(MAX_COMPLETE_RETRY);
-                    attempt += 1;
+                    error = next;
                 }
             }
         }
@@ -928,8 +943,14 @@ impl Settle {
 
     /// Releases once; a failure leaves the lease to expire.
     async fn release(self) -> bool {
-        let mut settled = self.settled.lock().await;
-        *settled = true;
+        let _settled = match &self.renewal {
+            Some(renewal) => {
+                let mut settled = renewal.settled.lock().await;
+                *settled = true;
+                Some(settled)
+            }
+            None => None,
+        };
         match self.store.release(&self.key, self.token).await {
             Ok(Transition::Applied) => true,
             Ok(Transition::Stale) => false,
@@ -940,6 +961,15 @@ impl Settle {
             }
         }
     }
+}
+
+/// A running renewal task's handles.
+struct Renewal {
+    /// `true` once settled. The renewal holds it while it calls `extend`, so
+    /// a renewal never races a settlement into a misleading "taken over".
+    settled: Arc<tokio::sync::Mutex<bool>>,
+    /// Dropped (with the settlement) to stop the renewal task.
+    _stop: oneshot::Sender<()>,
 }
 
 /// Renews the lease every third of it until stopped, settled, or taken over.

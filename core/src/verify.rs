@@ -160,12 +160,18 @@ impl Verified {
     /// ```
     #[must_use]
     pub fn dedup_id(&self, body: &[u8]) -> Option<String> {
+        self.dedup_id_ref(body).map(std::borrow::Cow::into_owned)
+    }
+
+    /// [`dedup_id`](Self::dedup_id), borrowing a signed id instead of
+    /// copying it.
+    pub(crate) fn dedup_id_ref(&self, body: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
         match self.identity {
-            Identity::SignedId => self.id.clone(),
-            Identity::Content => Some(format!(
+            Identity::SignedId => self.id.as_deref().map(std::borrow::Cow::Borrowed),
+            Identity::Content => Some(std::borrow::Cow::Owned(format!(
                 "sha256:{}",
                 crate::scheme::encode_hex(&Sha256::digest(body))
-            )),
+            ))),
         }
     }
 

@@ -13,6 +13,9 @@ use webhooks_core::dedup::{Claim, ClaimToken, DedupStore, MemoryStore, StoreErro
 const LEASE: Duration = Duration::from_secs(60);
 const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 const CAPACITY: u64 = 1_000;
+/// Large enough for the store to split its capacity over 4 shards, each
+/// evicting on its own.
+const SHARDED: u64 = 4 * 4096;
 
 /// Claims and completes `key`, as a successful delivery does.
 async fn deliver(store: &MemoryStore, key: &str) {
@@ -34,9 +37,21 @@ async fn deliver(store: &MemoryStore, key: &str) {
 /// again), and the latest half-capacity of completions must all be there.
 #[tokio::test]
 async fn recent_completions_survive_at_capacity() {
-    let store = MemoryStore::with_capacity(CAPACITY);
+    recent_completions_survive(CAPACITY, 20).await;
+}
+
+/// The same with the capacity split over shards: each shard forgets its own
+/// oldest completions, and the latest half-capacity still all survive.
+#[tokio::test]
+async fn recent_completions_survive_at_capacity_sharded() {
+    recent_completions_survive(SHARDED, 5).await;
+}
+
+async fn recent_completions_survive(capacity: u64, times: u64) {
+    let store = MemoryStore::with_capacity(capacity);
+    let total = times * capacity;
     let mut rerun = 0;
-    for i in 0..20 * CAPACITY {
+    for i in 0..total {
         let key = format!("webhooks:test:msg_{i}");
         deliver(&store, &key).await;
         // The sender missed the 2xx and retries right away.
@@ -51,7 +66,12 @@ async fn recent_completions_survive_at_capacity() {
     }
     assert_eq!(rerun, 0, "immediate retries that would run again");
     let mut lost = 0;
-    for i in 20 * CAPACITY - CAPACITY / 2..20 * CAPACITY {
+    assert!(
+        store.len() <= capacity as usize,
+        "{} keys held",
+        store.len()
+    );
+    for i in total - capacity / 2..total {
         let key = format!("webhooks:test:msg_{i}");
         if store
             .claim(&key, ClaimToken::random(), LEASE)
@@ -69,7 +89,17 @@ async fn recent_completions_survive_at_capacity() {
 /// ones dropped: retries still see them in flight and their holders complete.
 #[tokio::test]
 async fn in_flight_claims_survive_a_full_store() {
-    let store = MemoryStore::with_capacity(CAPACITY);
+    in_flight_claims_survive(CAPACITY).await;
+}
+
+/// The same over 4 shards.
+#[tokio::test]
+async fn in_flight_claims_survive_a_full_store_sharded() {
+    in_flight_claims_survive(SHARDED).await;
+}
+
+async fn in_flight_claims_survive(capacity: u64) {
+    let store = MemoryStore::with_capacity(capacity);
     let held: Vec<_> = (0..100)
         .map(|i| (format!("webhooks:test:slow_{i}"), ClaimToken::random()))
         .collect();
@@ -79,7 +109,7 @@ async fn in_flight_claims_survive_a_full_store() {
             Claim::Claimed
         );
     }
-    for i in 0..10 * CAPACITY {
+    for i in 0..10 * capacity {
         deliver(&store, &format!("webhooks:test:msg_{i}")).await;
     }
     for (key, token) in &held {

@@ -189,6 +189,170 @@ async fn every_outcome_has_its_series() {
     );
 }
 
+/// The outcomes the first test does not reach: a retry while the first
+/// attempt runs (409), a handler's 4xx, a body that never arrives (408).
+#[tokio::test]
+async fn in_flight_handler_4xx_and_body_timeout_have_their_series() {
+    snapshotter();
+    let route = "signals-more";
+    let receiver = Receiver::builder(StandardWebhooks::new(NEW_SECRET).unwrap())
+        .namespace(route)
+        .body_timeout(Duration::from_millis(20))
+        .build();
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (started_tx, started) = tokio::sync::oneshot::channel();
+    let first = {
+        let (receiver, gate) = (receiver.clone(), std::sync::Arc::clone(&gate));
+        tokio::spawn(async move {
+            receiver
+                .process(
+                    request(NEW_SECRET, "slow", b"{}"),
+                    bytes::Bytes::from_static(b"{}"),
+                    |_, _| async move {
+                        let _ = started_tx.send(());
+                        gate.notified().await;
+                        204u16
+                    },
+                    |s| *s,
+                )
+                .await
+        })
+    };
+    started.await.unwrap();
+    let retry = deliver(&receiver, request(NEW_SECRET, "slow", b"{}"), 204).await;
+    assert!(
+        matches!(retry, Err(Rejection::InFlight { .. })),
+        "{retry:?}"
+    );
+    gate.notify_one();
+    assert_eq!(first.await.unwrap(), Ok(204));
+    assert_eq!(
+        deliver(&receiver, request(NEW_SECRET, "unprocessable", b"{}"), 422).await,
+        Ok(422)
+    );
+    let stalled = receiver
+        .receive(
+            request(NEW_SECRET, "stalled", b"{}"),
+            std::future::pending(),
+            |_, _| async move { 204u16 },
+            |s| *s,
+        )
+        .await;
+    assert_eq!(stalled, Err(Rejection::BodyTimeout));
+
+    assert_eq!(
+        series(route),
+        expected(&[
+            ("webhooks_body_size_bytes{scheme=standard-webhooks}", 3),
+            (
+                "webhooks_claim_duration_seconds{scheme=standard-webhooks}",
+                3
+            ),
+            (
+                "webhooks_duplicates_total{scheme=standard-webhooks,state=in_flight}",
+                1
+            ),
+            (
+                "webhooks_handler_duration_seconds{scheme=standard-webhooks}",
+                2
+            ),
+            (
+                "webhooks_handler_total{scheme=standard-webhooks,class=2xx}",
+                1
+            ),
+            (
+                "webhooks_handler_total{scheme=standard-webhooks,class=4xx}",
+                1
+            ),
+            ("webhooks_received_total{scheme=standard-webhooks}", 4),
+            (
+                "webhooks_rejected_total{scheme=standard-webhooks,reason=body_timeout}",
+                1
+            ),
+            (
+                "webhooks_verified_total{scheme=standard-webhooks,key=primary}",
+                3
+            ),
+            (
+                "webhooks_verify_duration_seconds{scheme=standard-webhooks}",
+                3
+            ),
+        ])
+    );
+}
+
+/// A store that claims but fails to settle: every later operation errs.
+struct FailsToSettle(webhooks_core::dedup::MemoryStore);
+
+#[async_trait::async_trait]
+impl DedupStore for FailsToSettle {
+    async fn claim(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        self.0.claim(key, token, lease).await
+    }
+    async fn complete(
+        &self,
+        _: &str,
+        _: ClaimToken,
+        _: Duration,
+    ) -> Result<Transition, StoreError> {
+        Err(StoreError::Timeout)
+    }
+    async fn release(&self, _: &str, _: ClaimToken) -> Result<Transition, StoreError> {
+        Err(StoreError::Timeout)
+    }
+    async fn extend(&self, _: &str, _: ClaimToken, _: Duration) -> Result<Transition, StoreError> {
+        Err(StoreError::Timeout)
+    }
+}
+
+/// `complete` and `release` failures are counted by operation, once per
+/// try (`complete_retry` zero: one try), beside the handler's outcome.
+#[tokio::test]
+async fn settle_failures_are_counted_by_operation() {
+    snapshotter();
+    let route = "signals-settle-fails";
+    let receiver = Receiver::builder(StandardWebhooks::new(NEW_SECRET).unwrap())
+        .store(FailsToSettle(webhooks_core::dedup::MemoryStore::new()))
+        .complete_retry(Duration::ZERO)
+        .namespace(route)
+        .build();
+    assert_eq!(
+        deliver(&receiver, request(NEW_SECRET, "ok", b"{}"), 204).await,
+        Ok(204)
+    );
+    assert_eq!(
+        deliver(&receiver, request(NEW_SECRET, "failed", b"{}"), 503).await,
+        Ok(503)
+    );
+    // Let a background retry (if any) run.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let got = series(route);
+    let errors: BTreeMap<_, _> = got
+        .iter()
+        .filter(|(k, _)| k.starts_with("webhooks_store_errors_total"))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    assert_eq!(
+        errors,
+        expected(&[
+            (
+                "webhooks_store_errors_total{scheme=standard-webhooks,operation=complete}",
+                1
+            ),
+            (
+                "webhooks_store_errors_total{scheme=standard-webhooks,operation=release}",
+                1
+            ),
+        ]),
+        "{got:#?}"
+    );
+}
+
 /// A store that is down.
 struct Down;
 

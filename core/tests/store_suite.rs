@@ -56,11 +56,6 @@ trait Backend: Sized {
     async fn hold_lock(&self, _key: &str) -> Option<Box<dyn std::any::Any + Send>> {
         None
     }
-    /// A store set up for a burst of concurrent deliveries: the default
-    /// one, except where the backend documents a setting for bursts.
-    async fn open_for_bursts(&self) -> Arc<dyn DedupStore> {
-        self.open().await
-    }
     /// Removes what the test left.
     async fn cleanup(self) {}
 }
@@ -329,7 +324,7 @@ mod scenarios {
         let Some(backend) = B::fresh().await else {
             return;
         };
-        let store = backend.open_for_bursts().await;
+        let store = backend.open().await;
         const IDS: usize = 500;
         let burning = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let burner = {
@@ -887,20 +882,6 @@ impl Backend for Sqlite {
     async fn open(&self) -> Arc<dyn DedupStore> {
         Arc::new(
             webhooks_core::dedup::SqliteStore::connect(&self.url())
-                .await
-                .expect("open SQLite"),
-        )
-    }
-    /// SQLite's connections take turns at its one write lock inside its busy
-    /// timeout (the command timeout, 2 s by default); with a core burnt and
-    /// a loaded machine, a turn can take longer than that (seen on CI-like
-    /// runs: one `Timeout` in 1000 operations). `SqliteStore`'s docs say to
-    /// raise the command timeout for bursts; the storm does.
-    async fn open_for_bursts(&self) -> Arc<dyn DedupStore> {
-        Arc::new(
-            webhooks_core::dedup::SqliteStore::builder(&self.url())
-                .command_timeout(Duration::from_secs(30))
-                .connect()
                 .await
                 .expect("open SQLite"),
         )

@@ -99,6 +99,36 @@ async fn receive(
 }
 
 #[test]
+fn body_timeout_is_answered_inside_the_span() {
+    let out = capture(|| async {
+        let receiver = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
+            .body_timeout(Duration::from_millis(50))
+            .namespace("capture-408")
+            .build();
+        let parts = signed("msg_slow", now(), b"{}");
+        // A body that never arrives.
+        let answer = receiver
+            .receive(
+                parts,
+                std::future::pending(),
+                |_, _| async move { 204u16 },
+                |s| *s,
+            )
+            .await;
+        assert!(matches!(answer, Err(Rejection::BodyTimeout)), "{answer:?}");
+    });
+    let text = out.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("body_timeout"))
+        .unwrap_or_else(|| panic!("no 408 line in:\n{text}"));
+    assert!(line.contains("webhook{"), "408 outside the span: {line}");
+    assert!(line.contains("route=capture-408"), "{line}");
+    assert!(line.contains("status=408"), "{line}");
+    assert!(line.contains("latency_us="), "{line}");
+}
+
+#[test]
 fn payload_too_large_is_answered_inside_the_span() {
     let out = capture(|| async {
         let receiver = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())

@@ -168,7 +168,9 @@ impl Framework {
     /// Starts the app on a free loopback port.
     ///
     /// Routes: `/hook` (mode from `x-test-mode`), `/typed` (typed JSON),
-    /// both behind the Standard Webhooks layer; `/github`, `/shopify` and
+    /// `/text`, `/json` and `/form` (like `/hook`, the body read again by the
+    /// framework's `String`, JSON and form extractors), all behind the
+    /// Standard Webhooks layer; `/github`, `/shopify` and
     /// `/tenants/{tenant}/hook` (like `/hook`) behind a GitHub, a Shopify and
     /// a per-tenant Standard Webhooks layer; `/unguarded` (typed JSON, no
     /// layer); one route per email sender (`/sendgrid`, `/mailgun`, `/sns`,
@@ -221,6 +223,48 @@ async fn axum_hook(
     )
 }
 
+async fn axum_text(
+    State(behaviour): State<Arc<Behaviour>>,
+    raw: RawWebhook,
+    headers: HeaderMap,
+    text: String,
+) -> StatusCode {
+    let intact = text.as_bytes() == raw.body;
+    status(
+        behaviour
+            .hook(test_headers(&headers), &raw.meta, intact)
+            .await,
+    )
+}
+
+async fn axum_json(
+    State(behaviour): State<Arc<Behaviour>>,
+    raw: RawWebhook,
+    headers: HeaderMap,
+    axum::Json(value): axum::Json<serde_json::Value>,
+) -> StatusCode {
+    let intact = serde_json::from_slice::<serde_json::Value>(&raw.body).ok() == Some(value);
+    status(
+        behaviour
+            .hook(test_headers(&headers), &raw.meta, intact)
+            .await,
+    )
+}
+
+async fn axum_form(
+    State(behaviour): State<Arc<Behaviour>>,
+    raw: RawWebhook,
+    headers: HeaderMap,
+    axum::Form(form): axum::Form<Vec<(String, String)>>,
+) -> StatusCode {
+    let intact = crate::behaviour::form_matches(&form, &raw.body);
+    status(
+        behaviour
+            .hook(test_headers(&headers), &raw.meta, intact)
+            .await,
+    )
+}
+
 async fn axum_typed(
     State(behaviour): State<Arc<Behaviour>>,
     WebhookMeta(meta): WebhookMeta,
@@ -234,6 +278,9 @@ async fn start_axum(receivers: Receivers, behaviour: Arc<Behaviour>) -> Result<R
     let standard = axum::Router::new()
         .route("/hook", post(axum_hook))
         .route("/typed", post(axum_typed))
+        .route("/text", post(axum_text))
+        .route("/json", post(axum_json))
+        .route("/form", post(axum_form))
         .layer(WebhookLayer::from_receiver(receivers.standard));
     let hook_behind = |path: &str, receiver: Receiver| {
         axum::Router::new()
@@ -295,6 +342,36 @@ mod actix {
         )
     }
 
+    pub(super) async fn text(
+        behaviour: web::Data<Arc<Behaviour>>,
+        raw: RawWebhook,
+        req: HttpRequest,
+        text: String,
+    ) -> HttpResponse {
+        let intact = text.as_bytes() == raw.body;
+        status(behaviour.hook(test_headers(&req), &raw.meta, intact).await)
+    }
+
+    pub(super) async fn json(
+        behaviour: web::Data<Arc<Behaviour>>,
+        raw: RawWebhook,
+        req: HttpRequest,
+        web::Json(value): web::Json<serde_json::Value>,
+    ) -> HttpResponse {
+        let intact = serde_json::from_slice::<serde_json::Value>(&raw.body).ok() == Some(value);
+        status(behaviour.hook(test_headers(&req), &raw.meta, intact).await)
+    }
+
+    pub(super) async fn form(
+        behaviour: web::Data<Arc<Behaviour>>,
+        raw: RawWebhook,
+        req: HttpRequest,
+        web::Form(form): web::Form<Vec<(String, String)>>,
+    ) -> HttpResponse {
+        let intact = crate::behaviour::form_matches(&form, &raw.body);
+        status(behaviour.hook(test_headers(&req), &raw.meta, intact).await)
+    }
+
     pub(super) async fn typed(
         behaviour: web::Data<Arc<Behaviour>>,
         WebhookMeta(meta): WebhookMeta,
@@ -338,6 +415,21 @@ async fn start_actix(
                     web::resource("/hook")
                         .wrap(webhooks.clone())
                         .route(web::post().to(actix::hook)),
+                )
+                .service(
+                    web::resource("/text")
+                        .wrap(webhooks.clone())
+                        .route(web::post().to(actix::text)),
+                )
+                .service(
+                    web::resource("/json")
+                        .wrap(webhooks.clone())
+                        .route(web::post().to(actix::json)),
+                )
+                .service(
+                    web::resource("/form")
+                        .wrap(webhooks.clone())
+                        .route(web::post().to(actix::form)),
                 )
                 .service(
                     web::resource("/typed")

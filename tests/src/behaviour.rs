@@ -129,3 +129,17 @@ pub struct TypedData {
     /// A number; scenarios send a string here to provoke a 422.
     pub count: u32,
 }
+
+/// Whether `form`, as a form extractor decoded it, is what `body` says: the
+/// same number of `name=value` pairs, with the same names in order.
+pub fn form_matches(form: &[(String, String)], body: &[u8]) -> bool {
+    let pairs: Vec<&[u8]> = body
+        .split(|&b| b == b'&')
+        .filter(|p| !p.is_empty())
+        .collect();
+    pairs.len() == form.len()
+        && pairs
+            .iter()
+            .zip(form)
+            .all(|(pair, (name, _))| pair.split(|&b| b == b'=').next() == Some(name.as_bytes()))
+}

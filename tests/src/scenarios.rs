@@ -800,13 +800,32 @@ async fn on_reject_shapes_only_the_body(env: Env) -> Outcome {
 
 async fn large_body_reaches_byte_extractors(env: Env) -> Outcome {
     let mut spec = env.spec();
-    spec.body_limit = 512 * 1024;
+    spec.body_limit = 3 * 1024 * 1024;
     let app = env.framework.start(&spec).await?;
-    // Above actix's 256 KiB default for `web::Bytes`, within the receiver's limit.
+    // Above actix's 256 KiB default for `web::Bytes` and `String`, within
+    // the receiver's limit.
     let body = vec![b'a'; 300 * 1024];
     let r = send(&app, &delivery("/hook", "msg_large", &body)?).await?;
-    expect(&r, 204, "300 KiB body read again by the handler")?;
+    expect(&r, 204, "300 KiB body read again as bytes")?;
     ensure!(app.behaviour.calls("msg_large") == 1, "handler ran once");
+    let r = send(&app, &delivery("/text", "msg_large_text", &body)?).await?;
+    expect(&r, 204, "300 KiB body read again as a String")?;
+    // Above actix's 2 MiB `JsonConfig` default.
+    let pad = "a".repeat(2 * 1024 * 1024 + 512 * 1024);
+    let json = format!(r#"{{"type":"email.sent","data":{{"pad":"{pad}"}}}}"#);
+    let json = delivery("/json", "msg_large_json", json.as_bytes())?
+        .header("content-type", "application/json");
+    let r = send(&app, &json).await?;
+    expect(&r, 204, "2.5 MiB body read again as JSON")?;
+    // Above actix's 16 KiB `FormConfig` default (form-encoded senders:
+    // Mailgun, Twilio, Mandrill).
+    let form: String = (0..2000).map(|i| format!("field{i}=value{i}&")).collect();
+    let form = delivery("/form", "msg_large_form", form.as_bytes())?
+        .header("content-type", "application/x-www-form-urlencoded");
+    expect(&send(&app, &form).await?, 204, "30 KiB form read again")?;
+    for id in ["msg_large_text", "msg_large_json", "msg_large_form"] {
+        ensure!(app.behaviour.calls(id) == 1, "{id}: handler ran once");
+    }
     Ok(())
 }
 
@@ -865,7 +884,12 @@ async fn metrics_count_each_outcome(env: Env) -> Outcome {
     )?;
     let big = delivery("/hook", "msg_m6", b"")?.header("content-length", (LIMIT + 1).to_string());
     expect(&send(&app, &big).await?, 413, "too large")?;
+    // A tenant's delivery: its key comes from a lookup.
+    let tenant = keys::hmac(keys::TENANT_A_SECRET).map_err(|e| e.to_string())?;
+    let from_tenant = signed_with(&tenant, "/tenants/acme/hook", "msg_m7", keys::now(), BODY)?;
+    expect(&send(&app, &from_tenant).await?, 204, "a tenant's delivery")?;
     let s = "standard-webhooks";
+    let t = "tenant";
     let want: std::collections::BTreeMap<String, u64> = [
         (format!("webhooks_body_size_bytes{{scheme={s}}}"), 7),
         (format!("webhooks_claim_duration_seconds{{scheme={s}}}"), 4),
@@ -909,6 +933,19 @@ async fn metrics_count_each_outcome(env: Env) -> Outcome {
             1,
         ),
         (format!("webhooks_verify_duration_seconds{{scheme={s}}}"), 7),
+        (format!("webhooks_body_size_bytes{{scheme={t}}}"), 1),
+        (format!("webhooks_claim_duration_seconds{{scheme={t}}}"), 1),
+        (
+            format!("webhooks_handler_duration_seconds{{scheme={t}}}"),
+            1,
+        ),
+        (format!("webhooks_handler_total{{scheme={t},class=2xx}}"), 1),
+        (format!("webhooks_received_total{{scheme={t}}}"), 1),
+        (
+            format!("webhooks_verified_total{{scheme={t},key=lookup}}"),
+            1,
+        ),
+        (format!("webhooks_verify_duration_seconds{{scheme={t}}}"), 1),
     ]
     .into_iter()
     .collect();

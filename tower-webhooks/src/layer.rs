@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum_core::body::Body;
+use axum_core::extract::DefaultBodyLimit;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
@@ -17,6 +18,13 @@ use webhooks_core::{Receiver, Rejection, RequestVerifier};
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Verifies, deduplicates and guards every request to the wrapped service.
+///
+/// The receiver's body limit is also the one axum's own body extractors
+/// (`Bytes`, `String`, `Json`, `Form`) apply behind the layer: it sets
+/// [`DefaultBodyLimit`] on the request it hands on, so a body it verified
+/// and claimed is never refused by the handler's extractor (axum's default
+/// is 2 MiB). A `DefaultBodyLimit` layered between this layer and the
+/// handler still wins: keep its limit at least the receiver's.
 ///
 /// ```
 /// use tower_webhooks::WebhookLayer;
@@ -135,7 +143,12 @@ where
                 parts.extensions.insert(delivery);
                 // The extractors render their rejections with the receiver's hook.
                 parts.extensions.insert(receiver.clone());
-                inner.call(Request::from_parts(parts, body))
+                let mut request = Request::from_parts(parts, body);
+                // axum's `Bytes`, `String`, `Json` and `Form` apply the
+                // receiver's limit, not their 2 MiB default: a body verified
+                // and claimed is never refused by the handler's extractor.
+                DefaultBodyLimit::max(receiver.body_limit()).apply(&mut request);
+                inner.call(request)
             };
             let status = |result: &Result<Response<ResBody>, S::Error>| match result {
                 Ok(response) => response.status().as_u16(),

@@ -23,7 +23,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::dedup::sql::{SqlSettings, validate_table};
+use crate::dedup::sql::{DEFAULT_COMMAND_TIMEOUT, SqlSettings, validate_table};
 
 use super::{DeadLetter, DeadLetterFilter, EventMeta, LeasedEvent, decode_headers, from_ms};
 use crate::dedup::ClaimToken;
@@ -498,7 +498,7 @@ impl<I> std::fmt::Debug for SqlInboxBuilder<I> {
 
 impl<I> SqlInboxBuilder<I> {
     pub(crate) fn new(url: &str, max_connections: u32) -> Self {
-        let mut settings = SqlSettings::new(max_connections);
+        let mut settings = SqlSettings::new(max_connections, DEFAULT_COMMAND_TIMEOUT);
         DEFAULT_INBOX_TABLE.clone_into(&mut settings.table);
         Self {
             url: url.to_owned(),

@@ -372,6 +372,13 @@ impl TenantVerifier {
 
 #[async_trait::async_trait]
 impl RequestVerifier for TenantVerifier {
+    /// `"tenant"`: the label of this route's metrics (the span and
+    /// [`Verified::scheme`](crate::Verified::scheme) name the tenant's own
+    /// scheme once a request verifies).
+    fn scheme(&self) -> &'static str {
+        "tenant"
+    }
+
     async fn verify_request(
         &self,
         head: RequestHead<'_>,

@@ -45,7 +45,8 @@
 //! turn per pooled connection, given in order, at most `queue_timeout`
 //! (default 30 s); then for the connection, at most `connect_timeout` (the
 //! pool's acquire timeout: opening a connection if none is open); then runs,
-//! at most `command_timeout` (default 2 s). A burst of deliveries thus queues
+//! at most `command_timeout` (default 2 s; SQLite 30 s, as there it is
+//! mostly the wait for the file's write lock). A burst of deliveries thus queues
 //! for the pool instead of timing out statements that run in milliseconds,
 //! while an unreachable database still fails within the connect timeout once
 //! an operation's turn comes. The command timeout is also set in the database
@@ -202,6 +203,7 @@ pub(crate) fn store_error(error: sqlx::Error) -> StoreError {
     match error {
         sqlx::Error::PoolTimedOut => StoreError::Timeout,
         sqlx::Error::Database(ref db) if is_database_timeout(db.as_ref()) => StoreError::Timeout,
+        sqlx::Error::Database(ref db) if is_data_error(db.as_ref()) => StoreError::permanent(error),
         sqlx::Error::Protocol(_)
         | sqlx::Error::RowNotFound
         | sqlx::Error::TypeNotFound { .. }
@@ -236,6 +238,24 @@ fn is_database_timeout(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bo
     matches!(error.code().as_deref(), Some("57014" | "55P03"))
 }
 
+/// Whether the database refused a value it will refuse every time: a data
+/// exception (SQLSTATE class `22`: PostgreSQL's invalid byte sequence 22021
+/// for a NUL in text, a value too long 22001, …), MySQL's incorrect string
+/// value (1366) or data too long (1406). Keys reach the stores as printable
+/// ASCII of bounded length, so this is a last line: such an error is
+/// [`StoreError::Permanent`] (a `400`), never an endless `503`.
+fn is_data_error(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
+    #[cfg(feature = "mysql")]
+    if let Some(mysql) = error.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        if matches!(mysql.number(), 1366 | 1406) {
+            return true;
+        }
+    }
+    error
+        .code()
+        .is_some_and(|code| code.len() == 5 && code.starts_with("22"))
+}
+
 /// Runs one store operation within `limit`.
 pub(crate) async fn within<T>(
     limit: Duration,
@@ -258,11 +278,11 @@ pub(crate) struct SqlSettings {
 }
 
 impl SqlSettings {
-    pub(crate) fn new(max_connections: u32) -> Self {
+    pub(crate) fn new(max_connections: u32, command_timeout: Duration) -> Self {
         Self {
             table: DEFAULT_TABLE.to_owned(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            command_timeout,
             queue_timeout: DEFAULT_QUEUE_TIMEOUT,
             max_connections,
         }
@@ -427,6 +447,7 @@ macro_rules! sql_store {
         $(#[$builder_doc:meta])*
         pub struct $builder:ident {
             max_connections: $max:literal,
+            command_timeout_secs: $command_secs:literal,
             debug: $debug:ident,
         }
 
@@ -468,7 +489,7 @@ macro_rules! sql_store {
 
             use $crate::ConfigError;
             use $crate::dedup::sql::{
-                DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PURGE_BATCH,
+                DEFAULT_CONNECT_TIMEOUT, DEFAULT_PURGE_BATCH,
                 DEFAULT_QUEUE_TIMEOUT, DEFAULT_TABLE, PurgeTask, RowKey, SqlSettings, span_ms, validate_table, within,
             };
             use $crate::dedup::{Claim, ClaimToken, DedupStore, OpenError, StoreError, Transition};
@@ -537,8 +558,8 @@ macro_rules! sql_store {
             impl $store {
                 #[doc = concat!("Default of [`", stringify!($builder), "::connect_timeout`]: 5 seconds.")]
                 pub const DEFAULT_CONNECT_TIMEOUT: Duration = DEFAULT_CONNECT_TIMEOUT;
-                #[doc = concat!("Default of [`", stringify!($builder), "::command_timeout`]: 2 seconds.")]
-                pub const DEFAULT_COMMAND_TIMEOUT: Duration = DEFAULT_COMMAND_TIMEOUT;
+                #[doc = concat!("Default of [`", stringify!($builder), "::command_timeout`]: ", stringify!($command_secs), " seconds.")]
+                pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs($command_secs);
                 #[doc = concat!("Default of [`", stringify!($builder), "::queue_timeout`]: 30 seconds.")]
                 pub const DEFAULT_QUEUE_TIMEOUT: Duration = DEFAULT_QUEUE_TIMEOUT;
 
@@ -546,7 +567,7 @@ macro_rules! sql_store {
                 pub fn builder(url: &str) -> $builder {
                     $builder {
                         url: url.to_owned(),
-                        settings: SqlSettings::new($max),
+                        settings: SqlSettings::new($max, Self::DEFAULT_COMMAND_TIMEOUT),
                     }
                 }
 
@@ -558,7 +579,7 @@ macro_rules! sql_store {
                 $(#[$new_doc])*
                 #[must_use]
                 pub fn new(pool: $pool) -> Self {
-                    Self::from_parts(pool, DEFAULT_TABLE, DEFAULT_COMMAND_TIMEOUT)
+                    Self::from_parts(pool, DEFAULT_TABLE, Self::DEFAULT_COMMAND_TIMEOUT)
                 }
 
                 fn from_parts(pool: $pool, table: &str, command_timeout: Duration) -> Self {
@@ -1149,6 +1170,60 @@ mod tests {
         skewed_instances_exclude_each_other(&a, &b).await;
         let drop_table = format!("DROP TABLE `{table}`");
         sqlx::query(&drop_table).execute(a.pool()).await.unwrap();
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test]
+    async fn postgres_data_errors_are_permanent() {
+        let Some(url) = server_url(
+            "WEBHOOKS_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        )
+        .await
+        else {
+            return;
+        };
+        let store = PostgresStore::connect(&url).await.unwrap();
+        // SQLSTATE 22021: PostgreSQL text cannot hold a NUL byte.
+        let error = sqlx::query("SELECT $1::text")
+            .bind("msg\0nul")
+            .execute(store.pool())
+            .await
+            .unwrap_err();
+        assert!(store_error(error).is_permanent());
+        // A connection failure is not.
+        let refused = sqlx::postgres::PgPoolOptions::new()
+            .acquire_timeout(Duration::from_secs(2))
+            .connect("postgres://postgres@127.0.0.1:1/test")
+            .await
+            .unwrap_err();
+        assert!(!store_error(refused).is_permanent());
+    }
+
+    #[cfg(feature = "mysql")]
+    #[tokio::test]
+    async fn mysql_data_errors_are_permanent() {
+        let Some(url) = server_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test").await
+        else {
+            return;
+        };
+        let store = MySqlStore::connect(&url).await.unwrap();
+        let table = format!("data_err_{}", &ClaimToken::random().to_hex()[..12]);
+        sqlx::query(&format!("CREATE TABLE `{table}` (v VARCHAR(4) NOT NULL)"))
+            .execute(store.pool())
+            .await
+            .unwrap();
+        // Strict mode (the default): 1406, data too long.
+        let error = sqlx::query(&format!("INSERT INTO `{table}` (v) VALUES (?)"))
+            .bind("longer than four")
+            .execute(store.pool())
+            .await
+            .unwrap_err();
+        sqlx::query(&format!("DROP TABLE `{table}`"))
+            .execute(store.pool())
+            .await
+            .unwrap();
+        assert!(store_error(error).is_permanent());
     }
 
     #[test]

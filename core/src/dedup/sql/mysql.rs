@@ -81,6 +81,7 @@ sql_store! {
     /// Builds a [`MySqlStore`] from a URL; see [`MySqlStore::builder`].
     pub struct MySqlStoreBuilder {
         max_connections: 10,
+        command_timeout_secs: 2,
         debug: redacted,
     }
 

@@ -60,6 +60,7 @@ sql_store! {
     /// Builds a [`PostgresStore`] from a URL; see [`PostgresStore::builder`].
     pub struct PostgresStoreBuilder {
         max_connections: 10,
+        command_timeout_secs: 2,
         debug: redacted,
     }
 

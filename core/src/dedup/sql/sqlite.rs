@@ -49,6 +49,7 @@ sql_store! {
     #[derive(Debug)]
     pub struct SqliteStoreBuilder {
         max_connections: 4,
+        command_timeout_secs: 30,
         debug: derived,
     }
 
@@ -74,17 +75,19 @@ sql_store! {
     fn connect_timeout;
 
     /// How long one statement may take once it has the connection, waiting
-    /// for the write lock held by another process (the busy timeout)
-    /// included (default [`SqliteStore::DEFAULT_COMMAND_TIMEOUT`]). The wait
-    /// for the connection is bounded by the connect timeout.
+    /// for the write lock held by another connection or process (the busy
+    /// timeout) included (default [`SqliteStore::DEFAULT_COMMAND_TIMEOUT`],
+    /// 30 s). The wait for the connection is bounded by the connect timeout.
     ///
-    /// Bursts: the pooled connections also wait for the write lock within
-    /// this timeout, and SQLite's busy handler retries by sleeping, not in
-    /// order. On a starved CPU a burst of hundreds of concurrent deliveries
-    /// can see an operation wait past 2 s (answered 503 + `Retry-After`: the
-    /// sender retries, nothing is lost). Raise it (e.g. to 30 s) where
-    /// bursts meet a busy machine, or use one connection
-    /// ([`max_connections(1)`](Self::max_connections)), which queues in order.
+    /// Why 30 s and not the 2 s of the networked stores: an embedded
+    /// database has no server to hang, so this is almost all lock waiting,
+    /// and the pooled connections of a burst wait for the write lock here,
+    /// retried by SQLite's busy handler by sleeping, not in order. On a
+    /// starved CPU a burst of hundreds of concurrent deliveries saw one
+    /// operation in a thousand wait past 2 s (a 503, and a completion that
+    /// had to be retried); 30 s holds the store suite's storm on a loaded
+    /// 2-core machine. Lower it only if a 503 is better for you than a slow
+    /// answer.
     fn command_timeout;
 
     /// The pool's maximum number of connections (default 4). SQLite has one
