@@ -10,8 +10,9 @@ use axum::routing::post;
 use bytes::Bytes;
 use tower_webhooks::{RawWebhook, VerifiedWebhook, WebhookLayer, WebhookMeta};
 use webhooks_core::dedup::DedupStore;
+use webhooks_core::inbox::Inbox;
 use webhooks_core::scheme::{GitHub, Shopify};
-use webhooks_core::{Receiver, Rejection, RequestVerifier};
+use webhooks_core::{Receiver, ReceiverBuilder, Rejection, RequestVerifier};
 
 use crate::behaviour::{Behaviour, EXPECT_EVENT_HEADER, MODE_HEADER, TestHeaders, TypedEvent};
 use crate::keys;
@@ -33,6 +34,10 @@ pub struct Spec {
     /// `{"error":"<kind>"}` and tries to set its own status and protocol
     /// headers (which the library must override).
     pub custom_rejections: bool,
+    /// A durable inbox: when set, the app also serves `/inbox` (Standard
+    /// Webhooks in inbox mode: stored, `202`) and the dead-letter admin API
+    /// under `/admin/inbox`.
+    pub inbox: Option<Arc<dyn Inbox>>,
 }
 
 impl Spec {
@@ -73,8 +78,23 @@ impl Spec {
         Ok(self.pipeline(keys::tenants().map_err(|e| e.to_string())?))
     }
 
+    /// The `/inbox` route's pipeline: the apps' verifier storing into
+    /// `inbox` (inbox mode).
+    ///
+    /// # Errors
+    ///
+    /// When the verifier cannot be built.
+    pub fn inbox_receiver(&self, inbox: Arc<dyn Inbox>) -> Result<Receiver, String> {
+        let verifier = keys::verifier().map_err(|e| e.to_string())?;
+        Ok(self.builder(verifier).inbox(inbox).build())
+    }
+
     /// A pipeline around `verifier` with this spec's limit, lease, store and namespace.
     fn pipeline(&self, verifier: impl RequestVerifier + 'static) -> Receiver {
+        self.builder(verifier).build()
+    }
+
+    fn builder(&self, verifier: impl RequestVerifier + 'static) -> ReceiverBuilder {
         let builder = Receiver::builder(verifier)
             .body_limit(self.body_limit)
             .body_timeout(self.body_timeout)
@@ -82,9 +102,9 @@ impl Spec {
             .shared_store(Arc::clone(&self.store))
             .namespace(self.namespace.clone());
         if self.custom_rejections {
-            builder.on_reject(custom_rejection).build()
+            builder.on_reject(custom_rejection)
         } else {
-            builder.build()
+            builder
         }
     }
 }
@@ -117,6 +137,8 @@ struct Receivers {
     senders: Vec<(&'static str, Receiver)>,
     /// One route per provider family (see [`providers`](crate::providers)).
     providers: Vec<(&'static str, Receiver)>,
+    /// `/inbox`'s pipeline and the inbox its admin API serves.
+    inbox: Option<(Receiver, Arc<dyn Inbox>)>,
 }
 
 /// A running app: its address and its handler's counters.
@@ -170,7 +192,8 @@ impl Framework {
     /// Routes: `/hook` (mode from `x-test-mode`), `/typed` (typed JSON),
     /// `/text`, `/json` and `/form` (like `/hook`, the body read again by the
     /// framework's `String`, JSON and form extractors), all behind the
-    /// Standard Webhooks layer; `/github`, `/shopify` and
+    /// Standard Webhooks layer; with [`Spec::inbox`], `/inbox` (inbox mode)
+    /// and the dead-letter admin API under `/admin/inbox`; `/github`, `/shopify` and
     /// `/tenants/{tenant}/hook` (like `/hook`) behind a GitHub, a Shopify and
     /// a per-tenant Standard Webhooks layer; `/unguarded` (typed JSON, no
     /// layer); one route per email sender (`/sendgrid`, `/mailgun`, `/sns`,
@@ -190,6 +213,10 @@ impl Framework {
             tenant: spec.tenant_receiver()?,
             senders: crate::providers_email::receivers(spec)?,
             providers: crate::providers::receivers(spec)?,
+            inbox: match &spec.inbox {
+                Some(inbox) => Some((spec.inbox_receiver(Arc::clone(inbox))?, Arc::clone(inbox))),
+                None => None,
+            },
         };
         match self {
             Self::Axum => start_axum(receivers, behaviour).await,
@@ -293,7 +320,14 @@ async fn start_axum(receivers: Receivers, behaviour: Arc<Behaviour>) -> Result<R
         .merge(hook_behind("/tenants/{tenant}/hook", receivers.tenant));
     let app = (receivers.senders.into_iter())
         .chain(receivers.providers)
-        .fold(app, |app, (path, r)| app.merge(hook_behind(path, r)))
+        .fold(app, |app, (path, r)| app.merge(hook_behind(path, r)));
+    let app = match receivers.inbox {
+        Some((receiver, inbox)) => app
+            .merge(hook_behind("/inbox", receiver))
+            .nest_service("/admin/inbox", tower_webhooks::InboxAdmin::new(inbox)),
+        None => app,
+    };
+    let app = app
         .route("/unguarded", post(axum_typed))
         .with_state(Arc::clone(&behaviour));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -411,6 +445,14 @@ async fn start_actix(
                     .fold(app, |app, (path, receiver)| {
                         app.service(hook_behind(path, receiver))
                     });
+                let app = match &receivers.inbox {
+                    Some((receiver, inbox)) => {
+                        app.service(hook_behind("/inbox", receiver)).service(
+                            actix_webhooks::inbox_admin("/admin/inbox", Arc::clone(inbox)),
+                        )
+                    }
+                    None => app,
+                };
                 app.service(
                     web::resource("/hook")
                         .wrap(webhooks.clone())

@@ -18,7 +18,7 @@ mod support;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Backend {
-    /// The in-process moka store.
+    /// The in-process store.
     Memory,
     /// Redis.
     #[cfg(feature = "redis")]
@@ -123,6 +123,81 @@ impl Backend {
             store,
             _proxy: proxy,
         }))
+    }
+}
+
+impl Backend {
+    /// A fresh durable inbox on this backend's engine for one scenario: its
+    /// own table (SQL) or key prefix (Redis), so concurrent runs never see
+    /// each other's events (the tables are left behind, like the suite's
+    /// keys). The in-process backend gets an in-memory SQLite inbox.
+    /// `Ok(None)` when the server is missing outside CI, or when no inbox
+    /// engine is compiled in (the in-process backend needs `sqlite`).
+    ///
+    /// # Errors
+    ///
+    /// When the inbox cannot be opened or migrated.
+    pub async fn inbox(self) -> Result<Option<Arc<dyn webhooks_core::inbox::Inbox>>, String> {
+        #[allow(unused_variables, reason = "not every backend names its table")]
+        let name = format!("inbox_conformance_{}", support::unique_suffix());
+        let error = |e: &dyn std::fmt::Display| format!("opening the inbox: {e}");
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Memory | Self::Sqlite => {
+                let url = match self {
+                    Self::Memory => "sqlite::memory:".to_owned(),
+                    _ => match self.url().await {
+                        Some(url) => url,
+                        None => return Ok(None),
+                    },
+                };
+                let inbox = webhooks_core::inbox::SqliteInbox::connect(&url)
+                    .await
+                    .map_err(|e| error(&e))?;
+                inbox.migrate().await.map_err(|e| error(&e))?;
+                Ok(Some(Arc::new(inbox)))
+            }
+            #[cfg(not(feature = "sqlite"))]
+            Self::Memory => Ok(None),
+            #[cfg(feature = "postgres")]
+            Self::Postgres => {
+                let Some(url) = self.url().await else {
+                    return Ok(None);
+                };
+                let inbox = webhooks_core::inbox::PostgresInbox::builder(&url)
+                    .table(name)
+                    .connect()
+                    .await
+                    .map_err(|e| error(&e))?;
+                inbox.migrate().await.map_err(|e| error(&e))?;
+                Ok(Some(Arc::new(inbox)))
+            }
+            #[cfg(feature = "mysql")]
+            Self::Mysql => {
+                let Some(url) = self.url().await else {
+                    return Ok(None);
+                };
+                let inbox = webhooks_core::inbox::MySqlInbox::builder(&url)
+                    .table(name)
+                    .connect()
+                    .await
+                    .map_err(|e| error(&e))?;
+                inbox.migrate().await.map_err(|e| error(&e))?;
+                Ok(Some(Arc::new(inbox)))
+            }
+            #[cfg(feature = "redis")]
+            Self::Redis => {
+                let Some(url) = self.url().await else {
+                    return Ok(None);
+                };
+                let inbox = webhooks_core::inbox::RedisInbox::builder(&url)
+                    .key_prefix(format!("{name}:"))
+                    .connect()
+                    .await
+                    .map_err(|e| error(&e))?;
+                Ok(Some(Arc::new(inbox)))
+            }
+        }
     }
 }
 

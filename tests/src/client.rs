@@ -20,6 +20,8 @@ pub enum Framing {
 /// A request to send.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// The method (`POST` unless made with [`Request::method`]).
+    pub method: &'static str,
     /// The path.
     pub path: String,
     /// Header lines (name, value).
@@ -34,10 +36,19 @@ impl Request {
     /// A POST to `path` with `body`, framed by `Content-Length`.
     pub fn post(path: &str, body: impl Into<Vec<u8>>) -> Self {
         Self {
+            method: "POST",
             path: path.to_owned(),
             headers: Vec::new(),
             body: body.into(),
             framing: Framing::Length,
+        }
+    }
+
+    /// A `method` request to `path` with no body.
+    pub fn method(method: &'static str, path: &str) -> Self {
+        Self {
+            method,
+            ..Self::post(path, Vec::new())
         }
     }
 
@@ -69,8 +80,8 @@ impl Request {
 
     fn encode(&self, addr: SocketAddr) -> Vec<u8> {
         let mut out = format!(
-            "POST {} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n",
-            self.path
+            "{} {} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n",
+            self.method, self.path
         );
         for (name, value) in &self.headers {
             out.push_str(&format!("{name}: {value}\r\n"));

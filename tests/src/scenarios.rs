@@ -77,6 +77,7 @@ impl Env {
             store: Arc::clone(&self.store),
             body_timeout: Duration::from_secs(30),
             custom_rejections: false,
+            inbox: None,
             namespace: format!(
                 "conf-{}-{}-{}-{}-{run}",
                 std::process::id(),
@@ -985,6 +986,131 @@ async fn metrics_count_store_failures(env: Env) -> Outcome {
     Ok(())
 }
 
+/// An inbox on `env`'s engine, or `None` (said on stderr) when there is none.
+async fn inbox_of(env: &Env) -> Result<Option<Arc<dyn webhooks_core::inbox::Inbox>>, String> {
+    let inbox = env.backend.inbox().await?;
+    if inbox.is_none() {
+        eprintln!(
+            "skipped: no inbox engine for the {} backend (server missing, or the in-process backend without `sqlite`)",
+            env.backend.name()
+        );
+    }
+    Ok(inbox)
+}
+
+/// Inbox mode: a verified delivery is stored and answered `202`, the route's
+/// handler never runs (workers do), and the sender's retry is a duplicate.
+async fn inbox_stores_then_acknowledges_duplicates(env: Env) -> Outcome {
+    let Some(inbox) = inbox_of(&env).await? else {
+        return Ok(());
+    };
+    let mut spec = env.spec();
+    spec.inbox = Some(Arc::clone(&inbox));
+    let app = env.framework.start(&spec).await?;
+    expect(
+        &send(&app, &delivery("/inbox", "msg_inbox_1", BODY)?).await?,
+        202,
+        "stored",
+    )?;
+    let again = send(&app, &delivery("/inbox", "msg_inbox_1", BODY)?).await?;
+    expect(&again, 200, "the retry of a stored delivery")?;
+    ensure!(
+        again.header("webhook-duplicate") == Some("true"),
+        "webhook-duplicate header"
+    );
+    let forged = signed_with(
+        &keys::hmac(keys::FOREIGN_SECRET).map_err(|e| e.to_string())?,
+        "/inbox",
+        "msg_inbox_2",
+        keys::now(),
+        BODY,
+    )?;
+    expect(&send(&app, &forged).await?, 401, "a forgery is not stored")?;
+    ensure!(
+        app.behaviour.total() == 0,
+        "workers run the handler, not the route"
+    );
+    let stats = inbox.stats().await.map_err(|e| e.to_string())?;
+    ensure!(stats.pending == 1, "one event stored: {stats:?}");
+    Ok(())
+}
+
+/// The dead-letter admin API (JSON, mounted under `/admin/inbox`): list
+/// without bodies, inspect with the body, replay once (the second replay
+/// is a 409), and the protocol's 404/405/400 answers.
+async fn inbox_admin_lists_inspects_and_replays_once(env: Env) -> Outcome {
+    use webhooks_core::inbox::{ClaimToken, NewEvent, Transition};
+
+    let Some(inbox) = inbox_of(&env).await? else {
+        return Ok(());
+    };
+    let e = |e: webhooks_core::inbox::InboxError| e.to_string();
+    inbox
+        .accept(&NewEvent::new("webhooks:test:a/1", "test", "{\"n\":1}"))
+        .await
+        .map_err(e)?;
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 1, Duration::from_secs(30), 3)
+        .await
+        .map_err(e)?;
+    ensure!(leased.len() == 1, "leased {} events", leased.len());
+    let dead = inbox
+        .dead_letter(&leased[0].meta.key, token, "boom")
+        .await
+        .map_err(e)?;
+    ensure!(dead == Transition::Applied, "dead-lettered: {dead:?}");
+
+    let mut spec = env.spec();
+    spec.inbox = Some(Arc::clone(&inbox));
+    let app = env.framework.start(&spec).await?;
+    let call = |method: &'static str, path: &str| {
+        let request = Request::method(method, path);
+        let addr = app.addr;
+        async move {
+            let r = client::send(addr, &request).await?;
+            let json = serde_json::from_str::<serde_json::Value>(&r.text()).unwrap_or_default();
+            Ok::<_, String>((r.status, json))
+        }
+    };
+    let key = "/admin/inbox/dead-letters/webhooks%3Atest%3Aa%2F1";
+    let (status, list) = call("GET", "/admin/inbox/dead-letters?scheme=test").await?;
+    ensure!(status == 200, "list: {status}");
+    ensure!(list["items"][0]["last_error"] == "boom", "list: {list}");
+    ensure!(
+        list["items"][0].get("body").is_none(),
+        "no body in the list"
+    );
+    let (status, one) = call("GET", key).await?;
+    ensure!(status == 200, "inspect: {status}");
+    ensure!(one["body"] == "{\"n\":1}", "inspect: {one}");
+    let replay = format!("{key}/replay");
+    ensure!(call("POST", &replay).await?.0 == 200, "first replay");
+    ensure!(call("POST", &replay).await?.0 == 409, "second replay");
+    ensure!(
+        call("DELETE", key).await?.0 == 404,
+        "no longer a dead letter"
+    );
+    let (status, stats) = call("GET", "/admin/inbox/stats").await?;
+    ensure!(
+        (status, stats["pending"].as_u64()) == (200, Some(1)),
+        "stats: {status} {stats}"
+    );
+    ensure!(
+        call("PUT", "/admin/inbox/stats").await?.0 == 405,
+        "PUT stats"
+    );
+    ensure!(
+        call("GET", "/admin/inbox/nothing").await?.0 == 404,
+        "unknown path"
+    );
+    ensure!(
+        call("POST", "/admin/inbox/purge").await?.0 == 400,
+        "purge without a bound"
+    );
+    Ok(())
+}
+
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
         /// Every scenario, by name.
@@ -1034,4 +1160,6 @@ scenarios![
     url_signing_provider_twilio,
     timestamp_hmac_provider_paddle,
     token_provider_gitlab,
+    inbox_stores_then_acknowledges_duplicates,
+    inbox_admin_lists_inspects_and_replays_once,
 ];
