@@ -197,14 +197,25 @@ impl Incoming for IncomingHead {
     }
 }
 
-/// actix's headers (http 0.2) as an http 1.x map, value by value.
+/// actix's headers (http 0.2) as an http 1.x map. The values are copied
+/// once into one buffer and each is a slice of it: one allocation for all
+/// of them instead of one per value.
 fn to_http_headers(headers: &actix_web::http::header::HeaderMap) -> http::HeaderMap {
+    let total = headers.iter().map(|(_, value)| value.len()).sum();
+    let mut values = bytes::BytesMut::with_capacity(total);
+    for (_, value) in headers {
+        values.extend_from_slice(value.as_bytes());
+    }
+    let values = values.freeze();
     let mut out = http::HeaderMap::with_capacity(headers.len());
+    let mut at = 0;
     for (name, value) in headers {
+        let range = at..at + value.len();
+        at = range.end;
         // Valid in http 0.2 is valid in http 1.x: the same grammar.
         if let (Ok(name), Ok(value)) = (
             http::HeaderName::from_bytes(name.as_str().as_bytes()),
-            http::HeaderValue::from_bytes(value.as_bytes()),
+            http::HeaderValue::from_maybe_shared(values.slice(range)),
         ) {
             out.append(name, value);
         }
@@ -234,4 +245,39 @@ fn reject<B>(
     let response = receiver.rejection_response(&rejection);
     req.into_response(rejection_response(&rejection, &response))
         .map_into_right_body()
+}
+
+#[cfg(test)]
+mod header_tests {
+    use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+
+    #[test]
+    fn every_header_value_survives_the_conversion_in_order() {
+        let mut headers = HeaderMap::new();
+        let pairs = [
+            ("webhook-id", "msg_1"),
+            ("webhook-signature", "v1,AAAA v1,BBBB"),
+            ("x-multi", "first"),
+            ("x-multi", "second"),
+            ("x-empty", ""),
+            ("content-type", "application/json"),
+        ];
+        for (name, value) in pairs {
+            headers.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        let converted = super::to_http_headers(&headers);
+        assert_eq!(converted.len(), pairs.len());
+        for (name, _) in pairs {
+            let want: Vec<&[u8]> = headers.get_all(name).map(|v| v.as_bytes()).collect();
+            let got: Vec<&[u8]> = converted
+                .get_all(name)
+                .iter()
+                .map(|v| v.as_bytes())
+                .collect();
+            assert_eq!(got, want, "{name}");
+        }
+    }
 }
