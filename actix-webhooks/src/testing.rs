@@ -34,12 +34,19 @@
 use actix_web::http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use actix_web::test::TestRequest;
 use webhooks_core::ConfigError;
-pub use webhooks_core::testing::{SignTest, TestDelivery};
+pub use webhooks_core::testing::{SignTest, TEST_ORIGIN, TEST_URL, TestDelivery};
 
 /// A `POST` [`TestRequest`] to `uri` carrying `delivery`, signed by `scheme`
 /// as its provider would sign it (now, with a fresh delivery id, unless the
 /// [`TestDelivery`] says otherwise), with `Content-Type: application/json`.
 /// Add to it as to any `TestRequest`, then `.to_request()`.
+///
+/// URL-signing schemes (Twilio, Square, Mandrill, HubSpot, a `GenericHmac`
+/// signing `{url}`) sign [`TEST_ORIGIN`] followed by `uri` (so build them
+/// with `PublicUrl::base(TEST_ORIGIN)` in tests), or the delivery's own
+/// [`url`](TestDelivery::url) when set: the URL your `PublicUrl` rebuilds
+/// for a request to `uri`. Mailgun's body is the delivery's event data
+/// wrapped with its signature ([`TestDelivery::signed_body`]).
 ///
 /// # Errors
 ///
@@ -49,12 +56,13 @@ pub fn signed_request(
     uri: &str,
     delivery: impl Into<TestDelivery>,
 ) -> Result<TestRequest, ConfigError> {
-    let delivery = delivery.into();
+    let delivery = delivery.into().url_or_test_origin(uri);
     let headers = delivery.signed_headers(scheme)?;
+    let body = delivery.signed_body(scheme)?;
     let mut request = TestRequest::post()
         .uri(uri)
         .insert_header((CONTENT_TYPE, "application/json"))
-        .set_payload(delivery.body().clone());
+        .set_payload(body);
     for (name, value) in &headers {
         // http 1.x names and values are valid in actix's http 0.2 types: the same grammar.
         if let (Ok(name), Ok(value)) = (

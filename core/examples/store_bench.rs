@@ -193,9 +193,9 @@ async fn main() {
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let wanted = |name: &str| name.contains(only.as_str());
 
-    if wanted("memory (moka)") {
+    if wanted("memory (sharded map)") {
         let memory: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
-        rows.push(("memory (moka)", Ok(bench(memory, &run).await)));
+        rows.push(("memory (sharded map)", Ok(bench(memory, &run).await)));
     }
 
     if wanted("redis") {

@@ -1,12 +1,13 @@
 //! Signed test deliveries: what a provider would send, for your handler tests.
 //!
 //! A [`TestDelivery`] is a body plus what the sender would put around it (a
-//! delivery id, an event type, a timestamp: now by default). Signed with a
-//! verifier of your app ([`SignTest`]), it gives the headers the provider
-//! would send. The framework adapters turn it into their own test request:
-//! `tower_webhooks::testing::signed_request` (an axum `Request<Body>` for
-//! `oneshot`) and `actix_webhooks::testing::signed_request` (an actix
-//! `TestRequest`).
+//! delivery id, an event type, a timestamp: now by default, and the URL it
+//! calls, for the schemes that sign it). Signed with a verifier of your app
+//! ([`SignTest`]), it gives the headers (and, for Mailgun, the body) the
+//! provider would send. The framework adapters turn it into their own test
+//! request: `tower_webhooks::testing::signed_request` (an axum
+//! `Request<Body>` for `oneshot`) and `actix_webhooks::testing::signed_request`
+//! (an actix `TestRequest`).
 //!
 //! ```
 //! use std::time::SystemTime;
@@ -20,23 +21,64 @@
 //! assert!(verified.id.unwrap().starts_with("msg_"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Which schemes sign
+//!
+//! Every scheme that can sign with its public API implements [`SignTest`]:
+//! [`StandardWebhooks`] and its [`Signer`], [`Stripe`], [`GitHub`],
+//! [`Slack`], [`Shopify`], [`GenericHmac`] (signature and timestamp in
+//! headers), [`Twilio`], [`Square`], [`Mandrill`], [`HubSpot`], [`GitLab`],
+//! [`Linear`], [`Zoom`], [`Paddle`], [`Intercom`], [`Typeform`],
+//! [`Postmark`], [`Mailgun`], Discord through [`DiscordSigner`] (feature
+//! `ed25519`) and SendGrid through `sendgrid::Signer` (feature `sendgrid`).
+//!
+//! * **URL-signing schemes** (Twilio, Square, Mandrill, HubSpot, a
+//!   `GenericHmac` whose content has `{url}`) sign the delivery's
+//!   [`url`](TestDelivery::url), [`TEST_URL`] unless set. The adapters'
+//!   `signed_request(scheme, uri, …)` sign [`TEST_ORIGIN`] followed by `uri`
+//!   instead (unless a URL is set), so a verifier built with
+//!   `PublicUrl::base(TEST_ORIGIN)` accepts the request.
+//! * **Mailgun signs in the body**: the delivery's body is the event data
+//!   (`event-data`), and [`TestDelivery::signed_body`] wraps it with the
+//!   `signature` object, the delivery id as the token. The adapters send that
+//!   body.
+//! * **Amazon SNS** is left out: its signer signs a whole `SnsMessage` (topic,
+//!   message id, ISO timestamp) and the verifier fetches a certificate. Sign
+//!   the message with `sns::Signer::sign` and send the result as the body
+//!   with [`TestDelivery::signed_with`] and an empty header map.
+//! * **Linear** keeps its timestamp in the body (`webhookTimestamp`, Unix
+//!   milliseconds): put a fresh one in the body you sign.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::ConfigError;
 use crate::dedup::ClaimToken;
 use crate::scheme::standard::Signer;
-use crate::scheme::{GitHub, Shopify, Slack, StandardWebhooks, Stripe};
+use crate::scheme::{
+    GenericHmac, GitHub, GitLab, HubSpot, Intercom, Linear, Mailgun, Mandrill, Paddle, Postmark,
+    Shopify, Slack, Square, StandardWebhooks, Stripe, Twilio, Typeform, Zoom,
+};
+
+/// The origin the adapters' `signed_request` put before the request URI to
+/// make the URL a URL-signing scheme signs (unless the delivery has its own
+/// [`url`](TestDelivery::url)): build the verifier with
+/// `PublicUrl::base(TEST_ORIGIN)` in tests.
+pub const TEST_ORIGIN: &str = "https://example.com";
+
+/// The URL URL-signing schemes sign for a [`TestDelivery`] without its own
+/// [`url`](TestDelivery::url), when signed directly with
+/// [`TestDelivery::signed_headers`] (the adapters use [`TEST_ORIGIN`] and the
+/// request URI instead).
+pub const TEST_URL: &str = "https://example.com/webhooks";
 
 /// A scheme that can sign a [`TestDelivery`] the way its provider would.
 ///
-/// Implemented by the verifiers that can sign ([`StandardWebhooks`],
-/// [`Stripe`], [`GitHub`], [`Slack`], [`Shopify`]) and by the Standard
-/// Webhooks [`Signer`] (`v1` or `v1a`). For any other scheme, sign the
-/// headers yourself and use [`TestDelivery::signed_with`].
+/// Implemented by every scheme that can sign with its public API (see the
+/// [module docs](self)). For any other scheme, sign the headers yourself and
+/// use [`TestDelivery::signed_with`].
 pub trait SignTest {
     /// The headers the provider would send for `delivery`.
     ///
@@ -45,11 +87,22 @@ pub trait SignTest {
     /// [`ConfigError`] when the scheme cannot sign (a verifier with public
     /// keys only) or the id or event type cannot be a header value.
     fn sign_test(&self, delivery: &TestDelivery) -> Result<HeaderMap, ConfigError>;
+
+    /// The body the provider would send for `delivery`: the delivery's body,
+    /// unless the scheme signs in the body (Mailgun wraps it with its
+    /// `signature` object).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the body cannot be signed (Mailgun: not JSON).
+    fn sign_test_body(&self, delivery: &TestDelivery) -> Result<Bytes, ConfigError> {
+        Ok(delivery.body().clone())
+    }
 }
 
 /// A delivery to sign for a test: a body, a delivery id (random unless set),
-/// an event type (for schemes that send it in a header) and a timestamp (now
-/// unless set).
+/// an event type (for schemes that send it in a header), a timestamp (now
+/// unless set) and a URL (for the schemes that sign it).
 ///
 /// Each `TestDelivery` gets its own random id, so two of them are two
 /// deliveries to the dedup store; clone one (or set the same
@@ -61,6 +114,7 @@ pub struct TestDelivery {
     id: String,
     event_type: Option<String>,
     timestamp: Option<u64>,
+    url: Option<String>,
     headers: Option<HeaderMap>,
 }
 
@@ -71,6 +125,7 @@ impl std::fmt::Debug for TestDelivery {
             .field("id", &self.id)
             .field("event_type", &self.event_type)
             .field("timestamp", &self.timestamp)
+            .field("url", &self.url)
             .finish_non_exhaustive()
     }
 }
@@ -84,6 +139,7 @@ impl TestDelivery {
             id: format!("msg_{}", ClaimToken::random().to_hex()),
             event_type: None,
             timestamp: None,
+            url: None,
             headers: None,
         }
     }
@@ -100,7 +156,8 @@ impl TestDelivery {
         Self::new(body)
     }
 
-    /// Sets the delivery id (to send the same delivery twice).
+    /// Sets the delivery id (to send the same delivery twice). Mailgun uses
+    /// it as the token.
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = id.into();
         self
@@ -108,27 +165,59 @@ impl TestDelivery {
 
     /// Sets the event type, for schemes that send it in a header (GitHub's
     /// `X-GitHub-Event`, default `ping`; Shopify's topic, default
-    /// `app/uninstalled`). Stripe and Standard Webhooks carry it in the body.
+    /// `app/uninstalled`; GitLab's `X-Gitlab-Event`, default `Push Hook`;
+    /// Linear's `Linear-Event`, default `Issue`; a [`GenericHmac`] event type
+    /// header, sent only when set). Stripe, Standard Webhooks and the
+    /// body-typed schemes carry it in the body.
     pub fn event_type(mut self, event_type: impl Into<String>) -> Self {
         self.event_type = Some(event_type.into());
         self
     }
 
     /// Sets the signed timestamp, in Unix seconds (default: now), to test
-    /// stale or future deliveries.
+    /// stale or future deliveries. HubSpot and millisecond `GenericHmac`
+    /// timestamps get it in milliseconds.
     pub fn timestamp(mut self, unix_seconds: u64) -> Self {
         self.timestamp = Some(unix_seconds);
         self
     }
 
+    /// Sets the full URL the provider calls (`https://hooks.example.com/twilio?x=1`),
+    /// signed by the URL-signing schemes (Twilio, Square, Mandrill, HubSpot,
+    /// a `GenericHmac` signing `{url}`). Default: [`TEST_URL`], or in the
+    /// adapters [`TEST_ORIGIN`] followed by the request URI.
+    ///
+    /// Set it when your verifier's `PublicUrl` is not
+    /// `PublicUrl::base(TEST_ORIGIN)`: the URL your `PublicUrl` rebuilds for
+    /// the test request (for `PublicUrl::base("https://hooks.example.com")`
+    /// and a request to `/twilio`, `https://hooks.example.com/twilio`).
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.url = Some(url.into());
+        self
+    }
+
+    /// Sets the URL to [`TEST_ORIGIN`] followed by `path_and_query`, unless
+    /// one is set: what the adapters' `signed_request` do with their request
+    /// URI. An absolute URI (`https://…`) is taken as it is.
+    pub fn url_or_test_origin(mut self, path_and_query: &str) -> Self {
+        if self.url.is_none() {
+            self.url = Some(match path_and_query.contains("://") {
+                true => path_and_query.to_owned(),
+                false => format!("{TEST_ORIGIN}{path_and_query}"),
+            });
+        }
+        self
+    }
+
     /// Uses `headers`, signed by you, instead of signing with a [`SignTest`]
-    /// scheme: for schemes that do not implement it.
+    /// scheme: for schemes that do not implement it. The body is sent as it is.
     pub fn signed_with(mut self, headers: HeaderMap) -> Self {
         self.headers = Some(headers);
         self
     }
 
-    /// The body.
+    /// The body as given (see [`signed_body`](Self::signed_body) for the
+    /// one sent).
     #[must_use]
     pub fn body(&self) -> &Bytes {
         &self.body
@@ -142,8 +231,14 @@ impl TestDelivery {
 
     /// The event type set with [`event_type`](Self::event_type), or `default`.
     #[must_use]
-    pub fn event_type_or(&self, default: &'static str) -> &str {
+    pub fn event_type_or<'a>(&'a self, default: &'a str) -> &'a str {
         self.event_type.as_deref().unwrap_or(default)
+    }
+
+    /// The URL a URL-signing scheme signs: the one set, or [`TEST_URL`].
+    #[must_use]
+    pub fn signed_url(&self) -> &str {
+        self.url.as_deref().unwrap_or(TEST_URL)
     }
 
     /// The timestamp to sign: the one set, or now.
@@ -166,6 +261,20 @@ impl TestDelivery {
         match &self.headers {
             Some(headers) => Ok(headers.clone()),
             None => scheme.sign_test(self),
+        }
+    }
+
+    /// The body the provider would send, as `scheme` signs it: the body as
+    /// given, except for schemes that sign in the body (Mailgun), and
+    /// always the body as given after [`signed_with`](Self::signed_with).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] from [`SignTest::sign_test_body`].
+    pub fn signed_body(&self, scheme: &impl SignTest) -> Result<Bytes, ConfigError> {
+        match &self.headers {
+            Some(_) => Ok(self.body.clone()),
+            None => scheme.sign_test_body(self),
         }
     }
 }
@@ -198,6 +307,21 @@ impl From<serde_json::Value> for TestDelivery {
     fn from(body: serde_json::Value) -> Self {
         Self::json(&body)
     }
+}
+
+/// Adds a header a scheme's `sign_headers` leaves to the caller.
+fn with_header(
+    mut headers: HeaderMap,
+    name: &'static str,
+    value: &str,
+    what: &'static str,
+) -> Result<HeaderMap, ConfigError> {
+    let value = HeaderValue::from_str(value).map_err(|_| ConfigError::Invalid {
+        what,
+        reason: "not a valid header value",
+    })?;
+    headers.insert(HeaderName::from_static(name), value);
+    Ok(headers)
 }
 
 impl SignTest for StandardWebhooks {
@@ -236,15 +360,202 @@ impl SignTest for Shopify {
     }
 }
 
+/// The id header (when configured), the event type header (when configured
+/// and set on the delivery), the timestamp header in the configured unit and
+/// the signature header. A signature or timestamp in a JSON field is a
+/// [`ConfigError::Setting`]: sign that body yourself with
+/// [`GenericHmac::sign_for`].
+impl SignTest for GenericHmac {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_test_headers(
+            d.signed_url(),
+            d.unix_timestamp(),
+            &d.id,
+            d.event_type.as_deref(),
+            &d.body,
+        )
+    }
+}
+
+/// Signs the delivery's [URL](TestDelivery::url); a form body is signed as
+/// sorted fields, or put the body's digest in the URL (`bodySHA256`, see
+/// [`Twilio::body_sha256_hex`]) for a JSON body. The delivery id is sent as
+/// `I-Twilio-Idempotency-Token`.
+impl SignTest for Twilio {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        let headers = self.sign_headers(d.signed_url(), &d.body)?;
+        with_header(headers, "i-twilio-idempotency-token", &d.id, "delivery id")
+    }
+}
+
+/// Signs the delivery's [URL](TestDelivery::url) (Square's notification URL)
+/// and body.
+impl SignTest for Square {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_headers(d.signed_url(), &d.body)
+    }
+}
+
+/// Signs the delivery's [URL](TestDelivery::url) and its form body.
+impl SignTest for Mandrill {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_headers(d.signed_url(), &d.body)
+    }
+}
+
+/// Signs `POST`, the delivery's [URL](TestDelivery::url), the body and the
+/// timestamp in milliseconds.
+impl SignTest for HubSpot {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        let millis = d.unix_timestamp().saturating_mul(1000);
+        self.sign_headers(d.signed_url(), millis, &d.body)
+    }
+}
+
+/// The token, the event type (default `Push Hook`) and the delivery id.
+impl SignTest for GitLab {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_headers(d.event_type_or("Push Hook"), &d.id)
+    }
+}
+
+/// The signature, `Linear-Delivery` (the delivery id) and `Linear-Event`
+/// (default `Issue`). The timestamp is the body's `webhookTimestamp`: put a
+/// fresh one in the body.
+impl SignTest for Linear {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        let headers = self.sign_headers(&d.body)?;
+        let headers = with_header(headers, "linear-delivery", &d.id, "delivery id")?;
+        with_header(
+            headers,
+            "linear-event",
+            d.event_type_or("Issue"),
+            "event type",
+        )
+    }
+}
+
+impl SignTest for Zoom {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_headers(d.unix_timestamp(), &d.body)
+    }
+}
+
+impl SignTest for Paddle {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_headers(d.unix_timestamp(), &d.body)
+    }
+}
+
+impl SignTest for Intercom {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_headers(&d.body)
+    }
+}
+
+impl SignTest for Typeform {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_headers(&d.body)
+    }
+}
+
+/// The `Authorization` header of the first credential (Postmark signs
+/// nothing).
+impl SignTest for Postmark {
+    fn sign_test(&self, _: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_headers()
+    }
+}
+
+/// Mailgun signs in the body: no headers, and
+/// [`sign_test_body`](SignTest::sign_test_body) wraps the delivery's body (a
+/// JSON event, sent as `event-data`) with the `signature` object for the
+/// delivery's timestamp, its id as the token.
+impl SignTest for Mailgun {
+    fn sign_test(&self, _: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        Ok(HeaderMap::new())
+    }
+
+    fn sign_test_body(&self, d: &TestDelivery) -> Result<Bytes, ConfigError> {
+        let event_data: serde_json::Value =
+            serde_json::from_slice(&d.body).map_err(|_| ConfigError::Invalid {
+                what: "Mailgun test body",
+                reason: "the event data is not JSON",
+            })?;
+        Ok(self
+            .sign_body(d.unix_timestamp(), &d.id, &event_data)
+            .into())
+    }
+}
+
+/// SendGrid signs with a private key only SendGrid holds: its test signer.
+#[cfg(feature = "sendgrid")]
+impl SignTest for crate::scheme::sendgrid::Signer {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.sign_headers(d.unix_timestamp(), &d.body)
+    }
+}
+
+/// A Discord test signer: Discord signs with its own ed25519 key, so tests
+/// sign with a key of their own and build the [`Discord`](crate::scheme::Discord)
+/// verifier with its [`public_key_hex`](Self::public_key_hex).
+///
+/// `Debug` never shows the private key.
+#[cfg(feature = "ed25519")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ed25519")))]
+#[derive(Clone)]
+pub struct DiscordSigner {
+    seed: [u8; 32],
+}
+
+#[cfg(feature = "ed25519")]
+impl std::fmt::Debug for DiscordSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordSigner")
+            .field("public_key", &self.public_key_hex())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "ed25519")]
+impl DiscordSigner {
+    /// A signer with the ed25519 private key `seed`.
+    #[must_use]
+    pub fn from_seed(seed: [u8; 32]) -> Self {
+        Self { seed }
+    }
+
+    /// The hex public key to build the `Discord` verifier with.
+    #[must_use]
+    pub fn public_key_hex(&self) -> String {
+        crate::scheme::Discord::public_key_hex(&self.seed)
+    }
+}
+
+#[cfg(feature = "ed25519")]
+impl SignTest for DiscordSigner {
+    fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        crate::scheme::Discord::sign_headers(&self.seed, d.unix_timestamp(), &d.body)
+    }
+}
+
 impl<T: SignTest + ?Sized> SignTest for &T {
     fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
         (**self).sign_test(d)
+    }
+
+    fn sign_test_body(&self, d: &TestDelivery) -> Result<Bytes, ConfigError> {
+        (**self).sign_test_body(d)
     }
 }
 
 impl<T: SignTest + ?Sized> SignTest for std::sync::Arc<T> {
     fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
         (**self).sign_test(d)
+    }
+
+    fn sign_test_body(&self, d: &TestDelivery) -> Result<Bytes, ConfigError> {
+        (**self).sign_test_body(d)
     }
 }
 
@@ -303,6 +614,254 @@ mod tests {
             )
             .unwrap();
         assert_eq!(verified.event_type.as_deref(), Some("app/uninstalled"));
+    }
+
+    /// Signs `d` with `scheme`, verifies it as a request to `TEST_URL`
+    /// (through `verify_head`, so URL-signing schemes built with
+    /// `PublicUrl::base(TEST_ORIGIN)` rebuild it), then checks that the body
+    /// with `from` replaced by `to` is refused.
+    fn round_trip(
+        scheme: &(impl SignTest + crate::Verifier),
+        d: &TestDelivery,
+        from: &str,
+        to: &str,
+    ) -> crate::Verified {
+        let headers = d.signed_headers(scheme).unwrap();
+        let body = d.signed_body(scheme).unwrap();
+        let head = |h| crate::RequestHead::from_path_and_query("/webhooks", h);
+        let now = SystemTime::now();
+        let verified = scheme.verify_head(head(&headers), &body, now).unwrap();
+        let text = std::str::from_utf8(&body).unwrap();
+        assert!(text.contains(from), "{from:?} not in the body {text:?}");
+        let tampered = text.replacen(from, to, 1);
+        assert!(
+            scheme
+                .verify_head(head(&headers), tampered.as_bytes(), now)
+                .is_err(),
+            "a tampered body verified"
+        );
+        verified
+    }
+
+    fn test_url() -> crate::PublicUrl {
+        crate::PublicUrl::base(TEST_ORIGIN).unwrap()
+    }
+
+    #[test]
+    fn generic_hmac_signs_its_headers_url_and_timestamp_unit() {
+        let v = GenericHmac::builder("acme", "x-acme-signature")
+            .secret("acme-secret")
+            .prefix("sha256=")
+            .timestamp_header(
+                "x-acme-timestamp",
+                crate::scheme::TimestampUnit::Milliseconds,
+            )
+            .id_header("x-acme-id")
+            .event_type_header("x-acme-event")
+            .signed_content("{timestamp}.{url}.{header:x-acme-id}.{body}")
+            .unwrap()
+            .public_url(test_url())
+            .build()
+            .unwrap();
+        let d = TestDelivery::new(r#"{"hello":1}"#).event_type("thing.created");
+        let verified = round_trip(&v, &d, "hello", "hellp");
+        assert_eq!(verified.id.as_deref(), Some(d.delivery_id()));
+        assert_eq!(verified.event_type.as_deref(), Some("thing.created"));
+        assert_eq!(verified.timestamp, Some(d.unix_timestamp()));
+        // Another URL is another signature.
+        let elsewhere = d.clone().url("https://example.com/other");
+        let headers = elsewhere.signed_headers(&v).unwrap();
+        let head = crate::RequestHead::from_path_and_query("/webhooks", &headers);
+        assert!(v.verify_head(head, d.body(), SystemTime::now()).is_err());
+    }
+
+    #[test]
+    fn generic_hmac_with_a_json_signature_is_refused() {
+        let v = GenericHmac::builder("acme", "x-acme-signature")
+            .secret("acme-secret")
+            .signature_json_field("sig")
+            .signed_content("{json:event}")
+            .unwrap()
+            .build()
+            .unwrap();
+        let err = TestDelivery::new("{}").signed_headers(&v).unwrap_err();
+        assert!(matches!(err, ConfigError::Setting(_)), "{err:?}");
+    }
+
+    #[test]
+    fn twilio_signs_the_url_and_form_fields() {
+        let v = Twilio::builder()
+            .auth_token("twilio-token")
+            .public_url(test_url())
+            .build()
+            .unwrap();
+        let d = TestDelivery::new("From=%2B15550001111&Body=hello");
+        let verified = round_trip(&v, &d, "hello", "hellp");
+        assert_eq!(verified.id.as_deref(), Some(d.delivery_id()));
+        // Signed for another URL: refused at TEST_URL.
+        let d = d.url("https://example.com/elsewhere");
+        let headers = d.signed_headers(&v).unwrap();
+        let head = crate::RequestHead::from_path_and_query("/webhooks", &headers);
+        assert!(v.verify_head(head, d.body(), SystemTime::now()).is_err());
+    }
+
+    #[test]
+    fn square_signs_the_url_and_body() {
+        let v = Square::builder()
+            .signature_key("square-key")
+            .public_url(test_url())
+            .build()
+            .unwrap();
+        let d = TestDelivery::new(r#"{"event_id":"e1","type":"payment.hello"}"#);
+        let verified = round_trip(&v, &d, "hello", "hellp");
+        assert_eq!(verified.event_type.as_deref(), Some("payment.hello"));
+    }
+
+    #[test]
+    fn mandrill_signs_the_url_and_form_fields() {
+        let v = Mandrill::builder()
+            .webhook_key("mandrill-key")
+            .public_url(test_url())
+            .build()
+            .unwrap();
+        let d = TestDelivery::new("mandrill_events=%5B%7B%22event%22%3A%22hello%22%7D%5D");
+        round_trip(&v, &d, "hello", "hellp");
+    }
+
+    #[test]
+    fn hubspot_signs_the_url_body_and_milliseconds() {
+        let v = HubSpot::builder()
+            .client_secret("hubspot-secret")
+            .public_url(test_url())
+            .build()
+            .unwrap();
+        let d = TestDelivery::new(r#"[{"subscriptionType":"contact.hello"}]"#);
+        let headers = d.signed_headers(&v).unwrap();
+        let millis: u64 = headers["x-hubspot-request-timestamp"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(millis, d.unix_timestamp() * 1000);
+        round_trip(&v, &d, "hello", "hellp");
+    }
+
+    #[test]
+    fn gitlab_sends_its_token_event_and_id() {
+        let v = GitLab::new("gitlab-token").unwrap();
+        let d = TestDelivery::new(r#"{"object_kind":"push"}"#);
+        let headers = d.signed_headers(&v).unwrap();
+        let verified = v.verify(&headers, d.body(), SystemTime::now()).unwrap();
+        assert_eq!(verified.id.as_deref(), Some(d.delivery_id()));
+        assert_eq!(verified.event_type.as_deref(), Some("Push Hook"));
+        // GitLab signs nothing: the token is what is checked.
+        let other = GitLab::new("another-token").unwrap();
+        assert!(other.verify(&headers, d.body(), SystemTime::now()).is_err());
+    }
+
+    #[test]
+    fn linear_sends_signature_delivery_and_event() {
+        let v = Linear::new("linear-secret").unwrap();
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        let d = TestDelivery::new(format!(
+            r#"{{"action":"hello","webhookTimestamp":{millis}}}"#
+        ))
+        .event_type("Comment");
+        let verified = round_trip(&v, &d, "hello", "hellp");
+        assert_eq!(verified.id.as_deref(), Some(d.delivery_id()));
+        assert_eq!(verified.event_type.as_deref(), Some("Comment"));
+    }
+
+    #[test]
+    fn zoom_paddle_intercom_typeform_round_trip() {
+        let d = TestDelivery::new(
+            r#"{"event":"meeting.hello","event_id":"e1","event_type":"hello","id":"i1","topic":"hello"}"#,
+        );
+        round_trip(&Zoom::new("zoom-secret").unwrap(), &d, "hello", "hellp");
+        round_trip(&Paddle::new("paddle-secret").unwrap(), &d, "hello", "hellp");
+        round_trip(
+            &Intercom::new("intercom-secret").unwrap(),
+            &d,
+            "hello",
+            "hellp",
+        );
+        round_trip(
+            &Typeform::new("typeform-secret").unwrap(),
+            &d,
+            "hello",
+            "hellp",
+        );
+    }
+
+    #[test]
+    fn postmark_sends_its_credential() {
+        let v = Postmark::new("postmark-user", "postmark-password").unwrap();
+        let d = TestDelivery::new(
+            r#"{"RecordType":"Delivery","MessageID":"m1","DeliveredAt":"2024-01-01T00:00:00Z"}"#,
+        );
+        let headers = d.signed_headers(&v).unwrap();
+        assert!(v.verify(&headers, d.body(), SystemTime::now()).is_ok());
+        // Postmark signs nothing: the credential is what is checked.
+        let other = Postmark::new("postmark-user", "another-password").unwrap();
+        assert!(other.verify(&headers, d.body(), SystemTime::now()).is_err());
+    }
+
+    #[test]
+    fn mailgun_signs_in_the_body_with_the_id_as_token() {
+        let v = Mailgun::new("mailgun-key").unwrap();
+        let d = TestDelivery::new(r#"{"event":"delivered","id":"hello"}"#);
+        assert!(d.signed_headers(&v).unwrap().is_empty());
+        // The signature covers the timestamp and the token (the delivery id).
+        let verified = round_trip(&v, &d, "msg_", "msh_");
+        assert_eq!(verified.id.as_deref(), Some(d.delivery_id()));
+        assert_eq!(verified.event_type.as_deref(), Some("delivered"));
+        let err = TestDelivery::new("not json").signed_body(&v).unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { .. }), "{err:?}");
+        // Headers given by hand: the body is sent as it is.
+        let by_hand = TestDelivery::new("raw").signed_with(HeaderMap::new());
+        assert_eq!(by_hand.signed_body(&v).unwrap(), "raw");
+    }
+
+    #[cfg(feature = "ed25519")]
+    #[test]
+    fn discord_signer_round_trip() {
+        let signer = DiscordSigner::from_seed([7; 32]);
+        let v = crate::scheme::Discord::new(&signer.public_key_hex()).unwrap();
+        let d = TestDelivery::new(r#"{"id":"1","type":2,"data":"hello"}"#);
+        round_trip(&Pair(&v, &signer), &d, "hello", "hellp");
+        assert!(!format!("{signer:?}").contains("0707"));
+    }
+
+    #[cfg(feature = "sendgrid")]
+    #[test]
+    fn sendgrid_signer_round_trip() {
+        let signer = crate::scheme::sendgrid::Signer::from_bytes(&[9; 32]).unwrap();
+        let v = crate::scheme::SendGrid::new(signer.public_key()).unwrap();
+        let d = TestDelivery::new(r#"[{"event":"delivered","email":"hello@example.com"}]"#);
+        round_trip(&Pair(&v, &signer), &d, "hello", "hellp");
+    }
+
+    /// A verifier and the signer of its provider, as one scheme for `round_trip`.
+    struct Pair<'a, V, S>(&'a V, &'a S);
+
+    impl<V, S: SignTest> SignTest for Pair<'_, V, S> {
+        fn sign_test(&self, d: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+            self.1.sign_test(d)
+        }
+    }
+
+    impl<V: crate::Verifier, S: Send + Sync> crate::Verifier for Pair<'_, V, S> {
+        fn verify(
+            &self,
+            headers: &HeaderMap,
+            body: &[u8],
+            now: SystemTime,
+        ) -> Result<crate::Verified, VerifyError> {
+            self.0.verify(headers, body, now)
+        }
     }
 
     #[test]

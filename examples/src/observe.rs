@@ -10,15 +10,13 @@
 //! let app: axum::Router = metrics_router(handle); // merge it into the app
 //! ```
 
-use std::str::FromStr;
-
 use axum::Router;
 use axum::routing::get;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
 /// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LogFormat {
     /// Human-readable lines (the default).
     #[default]
@@ -27,38 +25,14 @@ pub enum LogFormat {
     Json,
 }
 
-impl FromStr for LogFormat {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "text" => Ok(Self::Text),
-            "json" => Ok(Self::Json),
-            other => Err(format!("unknown log format {other:?} (text or json)")),
-        }
-    }
-}
-
-/// The `--log-format` value among `args` (`--log-format json` or
-/// `--log-format=json`), text by default.
-///
-/// # Errors
-///
-/// When the value is neither `text` nor `json`, or missing.
-pub fn log_format_from_args(args: impl IntoIterator<Item = String>) -> Result<LogFormat, String> {
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        if let Some(value) = arg.strip_prefix("--log-format=") {
-            return value.parse();
-        }
-        if arg == "--log-format" {
-            return args
-                .next()
-                .ok_or("--log-format needs a value (text or json)")?
-                .parse();
-        }
-    }
-    Ok(LogFormat::Text)
+/// The logging flags of the example binaries: `--log-format text|json`
+/// (also `--log-format=json`), text by default. Flatten it into a binary's
+/// `clap::Parser`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LogArgs {
+    /// How log lines are written to stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 /// Installs the global subscriber: `RUST_LOG` filters (default `info`; set
@@ -111,12 +85,22 @@ pub fn metrics_router<S: Clone + Send + Sync + 'static>(handle: PrometheusHandle
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        log: LogArgs,
+    }
+
     #[test]
     fn log_format_flag() {
-        let parse = |a: &[&str]| log_format_from_args(a.iter().map(|s| (*s).to_owned()));
-        assert_eq!(parse(&[]), Ok(LogFormat::Text));
-        assert_eq!(parse(&["--log-format", "json"]), Ok(LogFormat::Json));
-        assert_eq!(parse(&["--log-format=text"]), Ok(LogFormat::Text));
+        use clap::Parser as _;
+        let parse = |a: &[&str]| {
+            Cli::try_parse_from(std::iter::once("bin").chain(a.iter().copied()))
+                .map(|c| c.log.log_format)
+        };
+        assert_eq!(parse(&[]).unwrap(), LogFormat::Text);
+        assert_eq!(parse(&["--log-format", "json"]).unwrap(), LogFormat::Json);
+        assert_eq!(parse(&["--log-format=text"]).unwrap(), LogFormat::Text);
         assert!(parse(&["--log-format", "xml"]).is_err());
         assert!(parse(&["--log-format"]).is_err());
     }

@@ -18,7 +18,7 @@ mod support;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Backend {
-    /// The in-process store.
+    /// The in-process store (`MemoryStore`: a sharded hash map).
     Memory,
     /// Redis.
     #[cfg(feature = "redis")]

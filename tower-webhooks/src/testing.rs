@@ -35,11 +35,18 @@
 use axum_core::body::Body;
 use http::{Method, Request, header};
 use webhooks_core::ConfigError;
-pub use webhooks_core::testing::{SignTest, TestDelivery};
+pub use webhooks_core::testing::{SignTest, TEST_ORIGIN, TEST_URL, TestDelivery};
 
 /// A `POST` to `uri` carrying `delivery`, signed by `scheme` as its provider
 /// would sign it (now, with a fresh delivery id, unless the
 /// [`TestDelivery`] says otherwise), with `Content-Type: application/json`.
+///
+/// URL-signing schemes (Twilio, Square, Mandrill, HubSpot, a `GenericHmac`
+/// signing `{url}`) sign [`TEST_ORIGIN`] followed by `uri` (so build them
+/// with `PublicUrl::base(TEST_ORIGIN)` in tests), or the delivery's own
+/// [`url`](TestDelivery::url) when set: the URL your `PublicUrl` rebuilds
+/// for a request to `uri`. Mailgun's body is the delivery's event data
+/// wrapped with its signature ([`TestDelivery::signed_body`]).
 ///
 /// # Errors
 ///
@@ -49,13 +56,14 @@ pub fn signed_request(
     uri: &str,
     delivery: impl Into<TestDelivery>,
 ) -> Result<Request<Body>, ConfigError> {
-    let delivery = delivery.into();
+    let delivery = delivery.into().url_or_test_origin(uri);
     let headers = delivery.signed_headers(scheme)?;
+    let body = delivery.signed_body(scheme)?;
     let mut request = Request::builder()
         .method(Method::POST)
         .uri(uri)
         .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(delivery.body().clone()))
+        .body(Body::from(body))
         .map_err(|_| ConfigError::Setting("test request URI is not a valid URI"))?;
     request.headers_mut().extend(headers);
     Ok(request)

@@ -346,6 +346,81 @@ impl GenericHmac {
         Ok(headers)
     }
 
+    /// The headers for a test delivery (`testing::SignTest`): the id and
+    /// event type headers when configured, the timestamp header (in the
+    /// configured unit) and the signature over the configured content, which
+    /// may use those headers and the body's JSON fields.
+    ///
+    /// A signature or timestamp in a JSON field is refused: the body would
+    /// have to be rewritten.
+    pub(crate) fn sign_test_headers(
+        &self,
+        url: &str,
+        unix_seconds: u64,
+        id: &str,
+        event_type: Option<&str>,
+        body: &[u8],
+    ) -> Result<HeaderMap, ConfigError> {
+        let value = |text: &str, what| {
+            HeaderValue::from_str(text).map_err(|_| ConfigError::Invalid {
+                what,
+                reason: "not a valid header value",
+            })
+        };
+        let mut headers = HeaderMap::new();
+        if let Some(named) = &self.id {
+            headers.insert(named.name.clone(), value(id, "delivery id")?);
+        }
+        if let (Some(named), Some(event_type)) = (&self.event_type, event_type) {
+            headers.insert(named.name.clone(), value(event_type, "event type")?);
+        }
+        let timestamp = match &self.timestamp {
+            None => String::new(),
+            Some((Place::Json(_), _)) => {
+                return Err(ConfigError::Setting(
+                    "a timestamp in a JSON field: put it in the body and sign with sign_for",
+                ));
+            }
+            Some((Place::Header(named), unit)) => {
+                let stamp = match unit {
+                    TimestampUnit::Seconds => unix_seconds,
+                    TimestampUnit::Milliseconds => unix_seconds.saturating_mul(1000),
+                }
+                .to_string();
+                headers.insert(named.name.clone(), value(&stamp, "timestamp")?);
+                stamp
+            }
+        };
+        let Place::Header(signature) = &self.signature else {
+            return Err(ConfigError::Setting(
+                "a signature in a JSON field: put it in the body and sign with sign_for",
+            ));
+        };
+        let parsed = match self.reads_json {
+            true => serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body).ok(),
+            false => None,
+        };
+        let request = Request {
+            headers: &headers,
+            body,
+            timestamp: timestamp.as_bytes(),
+            url,
+            json: parsed.as_ref(),
+        };
+        let mac = match &self.keys {
+            Keys::Sha1(s) => s.sign(|m| self.feed(m, &request)).to_vec(),
+            Keys::Sha256(s) => s.sign(|m| self.feed(m, &request)).to_vec(),
+            Keys::Sha512(s) => s.sign(|m| self.feed(m, &request)).to_vec(),
+        };
+        let encoded = match self.encoding {
+            SignatureEncoding::Hex => encode_hex(&mac),
+            SignatureEncoding::Base64 => encode_base64(&mac),
+        };
+        let signed = value(&format!("{}{encoded}", self.prefix), "signature")?;
+        headers.insert(signature.name.clone(), signed);
+        Ok(headers)
+    }
+
     /// Writes the signed content into the MAC, piece by piece.
     fn feed<M: Mac>(&self, mac: &mut M, request: &Request<'_>) {
         for part in &self.content {

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser as _;
+use clap::Parser;
 use examples::app::{self, WEBHOOK_PATH, router};
 use examples::event::EmailEvent;
 use examples::schemes::Scheme;
@@ -36,6 +36,20 @@ use examples::state::{EmailState, Ledger};
 use examples::store::EmailStore;
 use webhooks_core::dedup::MemoryStore;
 use webhooks_core::inbox::{Job, Shutdown, Worker, inbox_from_url};
+
+/// The command line: `--inbox`, and the simulator's options.
+#[derive(Parser)]
+#[command(
+    name = "demo",
+    about = "The receiver and the provider simulator in one process, with an invariant check."
+)]
+struct DemoArgs {
+    /// Store deliveries in an SQLite inbox and apply them with four workers.
+    #[arg(long)]
+    inbox: bool,
+    #[command(flatten)]
+    simulator: SimulatorArgs,
+}
 
 /// The secret from the Standard Webhooks specification's examples: public, for demos only.
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -53,9 +67,8 @@ async fn main() -> ExitCode {
 }
 
 async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let inbox_mode = args.iter().any(|a| a == "--inbox");
-    args.retain(|a| a != "--inbox");
+    let args = DemoArgs::parse();
+    let inbox_mode = args.inbox;
     let dir = tempfile::tempdir()?;
     let store = EmailStore::open_in(dir.path()).await?;
     let mut workers = None;
@@ -91,25 +104,24 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
             .into_future(),
     );
 
-    let config = SimulatorArgs::parse_from(std::iter::once(String::from("demo")).chain(args))
-        .apply(SimulatorConfig {
-            url: format!("http://{address}{WEBHOOK_PATH}"),
-            secret: SECRET.to_owned(),
-            emails: 30,
-            events: 400,
-            concurrency: 16,
-            duplicates: 0.15,
-            reorder: 0.3,
-            tampered: 0.04,
-            wrong_secret_rate: 0.04,
-            stale: 0.04,
-            unknown: 0.02,
-            seed: 7,
-            // The 409 for a delivery in flight asks for the rest of the lease (a
-            // minute); the attempt holding it ends in milliseconds.
-            max_retry_after: std::time::Duration::from_secs(1),
-            ..SimulatorConfig::default()
-        });
+    let config = args.simulator.apply(SimulatorConfig {
+        url: format!("http://{address}{WEBHOOK_PATH}"),
+        secret: SECRET.to_owned(),
+        emails: 30,
+        events: 400,
+        concurrency: 16,
+        duplicates: 0.15,
+        reorder: 0.3,
+        tampered: 0.04,
+        wrong_secret_rate: 0.04,
+        stale: 0.04,
+        unknown: 0.02,
+        seed: 7,
+        // The 409 for a delivery in flight asks for the rest of the lease (a
+        // minute); the attempt holding it ends in milliseconds.
+        max_retry_after: std::time::Duration::from_secs(1),
+        ..SimulatorConfig::default()
+    });
     let plan = Plan::generate(&config)?;
     let planned: Vec<String> = plan
         .counts()

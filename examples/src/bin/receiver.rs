@@ -19,8 +19,21 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
 use examples::app::{Config, WEBHOOK_PATH, open, router};
-use examples::observe::{init_logging, install_metrics, log_format_from_args, metrics_router};
+use examples::observe::{LogArgs, init_logging, install_metrics, metrics_router};
+
+/// The command line: only the log format (the rest comes from the environment).
+#[derive(Parser)]
+#[command(
+    name = "receiver",
+    about = "The email-events receiver on axum.",
+    after_help = "Configuration comes from the environment: WEBHOOK_SECRET, WEBHOOK_SCHEME, PORT, DEDUP_URL, DATABASE_URL."
+)]
+struct Cli {
+    #[command(flatten)]
+    log: LogArgs,
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -34,7 +47,7 @@ async fn main() -> ExitCode {
 }
 
 async fn serve() -> Result<(), Box<dyn std::error::Error>> {
-    init_logging(log_format_from_args(std::env::args().skip(1))?);
+    init_logging(Cli::parse().log.log_format);
     let metrics = install_metrics()?;
     let config = Config::from_env()?;
     let (receiver, store) = open(&config).await?;
