@@ -38,7 +38,8 @@ pub use webhooks_core::testing::{SignTest, TEST_ORIGIN, TEST_URL, TestDelivery};
 
 /// A `POST` [`TestRequest`] to `uri` carrying `delivery`, signed by `scheme`
 /// as its provider would sign it (now, with a fresh delivery id, unless the
-/// [`TestDelivery`] says otherwise), with `Content-Type: application/json`.
+/// [`TestDelivery`] says otherwise), with its
+/// [`content_type`](TestDelivery::content_type) (`application/json` by default).
 /// Add to it as to any `TestRequest`, then `.to_request()`.
 ///
 /// URL-signing schemes (Twilio, Square, Mandrill, HubSpot, a `GenericHmac`
@@ -61,7 +62,7 @@ pub fn signed_request(
     let body = delivery.signed_body(scheme)?;
     let mut request = TestRequest::post()
         .uri(uri)
-        .insert_header((CONTENT_TYPE, "application/json"))
+        .insert_header((CONTENT_TYPE, delivery.content_type_or_json()))
         .set_payload(body);
     for (name, value) in &headers {
         // http 1.x names and values are valid in actix's http 0.2 types: the same grammar.

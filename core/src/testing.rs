@@ -116,6 +116,7 @@ pub struct TestDelivery {
     timestamp: Option<u64>,
     url: Option<String>,
     headers: Option<HeaderMap>,
+    content_type: Option<String>,
 }
 
 impl std::fmt::Debug for TestDelivery {
@@ -141,6 +142,7 @@ impl TestDelivery {
             timestamp: None,
             url: None,
             headers: None,
+            content_type: None,
         }
     }
 
@@ -194,6 +196,21 @@ impl TestDelivery {
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = Some(url.into());
         self
+    }
+
+    /// The `Content-Type` the adapters' `signed_request` send (default
+    /// `application/json`): e.g. `application/x-www-form-urlencoded` for
+    /// the form bodies Twilio, Mandrill and Mailgun's legacy format send.
+    #[must_use]
+    pub fn content_type(mut self, content_type: impl Into<String>) -> Self {
+        self.content_type = Some(content_type.into());
+        self
+    }
+
+    /// The `Content-Type` to send: the one set, or `application/json`.
+    #[must_use]
+    pub fn content_type_or_json(&self) -> &str {
+        self.content_type.as_deref().unwrap_or("application/json")
     }
 
     /// Sets the URL to [`TEST_ORIGIN`] followed by `path_and_query`, unless

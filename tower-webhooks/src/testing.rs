@@ -39,7 +39,8 @@ pub use webhooks_core::testing::{SignTest, TEST_ORIGIN, TEST_URL, TestDelivery};
 
 /// A `POST` to `uri` carrying `delivery`, signed by `scheme` as its provider
 /// would sign it (now, with a fresh delivery id, unless the
-/// [`TestDelivery`] says otherwise), with `Content-Type: application/json`.
+/// [`TestDelivery`] says otherwise), with its
+/// [`content_type`](TestDelivery::content_type) (`application/json` by default).
 ///
 /// URL-signing schemes (Twilio, Square, Mandrill, HubSpot, a `GenericHmac`
 /// signing `{url}`) sign [`TEST_ORIGIN`] followed by `uri` (so build them
@@ -62,7 +63,7 @@ pub fn signed_request(
     let mut request = Request::builder()
         .method(Method::POST)
         .uri(uri)
-        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_TYPE, delivery.content_type_or_json())
         .body(Body::from(body))
         .map_err(|_| ConfigError::Setting("test request URI is not a valid URI"))?;
     request.headers_mut().extend(headers);

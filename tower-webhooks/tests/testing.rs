@@ -76,3 +76,33 @@ async fn hubspot_signs_method_url_body_and_milliseconds() {
     let response = app.oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
 }
+
+#[tokio::test]
+async fn a_form_delivery_reaches_axum_form_with_its_content_type() {
+    let verifier = twilio(TEST_ORIGIN);
+    let app = Router::new().route(
+        "/twilio/sms",
+        post(
+            |axum::Form(form): axum::Form<Vec<(String, String)>>| async move {
+                assert_eq!(form[1], ("Body".to_owned(), "hello".to_owned()));
+                StatusCode::NO_CONTENT
+            },
+        )
+        .route_layer(WebhookLayer::new(verifier.clone())),
+    );
+    let form = "From=%2B15550001111&Body=hello";
+    let delivery = TestDelivery::new(form).content_type("application/x-www-form-urlencoded");
+    let request = signed_request(&verifier, "/twilio/sms", delivery).unwrap();
+    assert_eq!(
+        request.headers()[http::header::CONTENT_TYPE],
+        "application/x-www-form-urlencoded"
+    );
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    // The default is JSON, which axum's `Form` refuses.
+    let request = signed_request(&verifier, "/twilio/sms", form).unwrap();
+    assert_eq!(
+        request.headers()[http::header::CONTENT_TYPE],
+        "application/json"
+    );
+}
