@@ -862,6 +862,10 @@ mod tests {
     }
 
     /// A verifier and the signer of its provider, as one scheme for `round_trip`.
+    #[cfg_attr(
+        not(any(feature = "ed25519", feature = "sendgrid")),
+        allow(dead_code, reason = "used by the signers of optional schemes")
+    )]
     struct Pair<'a, V, S>(&'a V, &'a S);
 
     impl<V, S: SignTest> SignTest for Pair<'_, V, S> {

@@ -570,7 +570,6 @@ fuzz_target!(|input: Input| {
         }
     }
 
-    if std::env::var_os("FUZZ_TRACE").is_some() { match &result { Ok(v) => eprintln!("TRACE ACCEPT {}", v.scheme), Err(e) => eprintln!("TRACE REFUSE {} {e}", e.status().as_u16()) } }
     if let Err(err) = &result {
         let genuine: Vec<&[u8]> = genuine.iter().map(Vec::as_slice).collect();
         common::check_refusal(err, &genuine, allowed);

@@ -893,7 +893,6 @@ fuzz_target!(|input: Input| {
     }
 
     let genuine: Vec<&[u8]> = genuine.iter().map(Vec::as_slice).collect();
-    if std::env::var_os("FUZZ_TRACE").is_some() { match &result { Ok((v, _)) => eprintln!("TRACE ACCEPT {}", v.scheme), Err(e) => eprintln!("TRACE REFUSE {} {e}", e.status().as_u16()) } }
     match result {
         Ok((verified, check)) => check(&verified, &h, &body),
         Err(err) => common::check_refusal(&err, &genuine, &[]),

@@ -835,6 +835,12 @@ mod tests {
         assert_eq!(stored_key(&long).len(), 7 + 64);
     }
 
+    #[cfg(any(
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite",
+        feature = "redis"
+    ))]
     #[test]
     fn errors_are_truncated_at_char_boundaries() {
         let text = "é".repeat(MAX_ERROR_LEN);
