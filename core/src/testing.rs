@@ -201,7 +201,6 @@ impl TestDelivery {
     /// The `Content-Type` the adapters' `signed_request` send (default
     /// `application/json`): e.g. `application/x-www-form-urlencoded` for
     /// the form bodies Twilio, Mandrill and Mailgun's legacy format send.
-    #[must_use]
     pub fn content_type(mut self, content_type: impl Into<String>) -> Self {
         self.content_type = Some(content_type.into());
         self

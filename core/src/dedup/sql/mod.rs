@@ -246,10 +246,10 @@ fn is_database_timeout(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bo
 /// [`StoreError::Permanent`] (a `400`), never an endless `503`.
 fn is_data_error(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
     #[cfg(feature = "mysql")]
-    if let Some(mysql) = error.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
-        if matches!(mysql.number(), 1366 | 1406) {
-            return true;
-        }
+    if let Some(mysql) = error.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        && matches!(mysql.number(), 1366 | 1406)
+    {
+        return true;
     }
     error
         .code()
