@@ -254,7 +254,12 @@ fn logging_worker(inbox: Arc<dyn Inbox>, log: PathBuf, batch: u32) -> Worker<Eve
     Worker::builder(inbox)
         .concurrency(2)
         .batch(batch)
-        .lease(Duration::from_secs(2))
+        // Long enough that a renewal stuck behind a lock on a loaded machine
+        // (MySQL waits up to its 2 s lock timeout) does not let the lease run
+        // out under a surviving process: with 2 s, one CI-like run saw a
+        // survivor's event leased again and run twice, as a lease that
+        // runs out allows. Crashed events wait out this lease.
+        .lease(Duration::from_secs(5))
         .max_attempts(5)
         .poll_interval(Duration::from_millis(20))
         .backoff(Backoff {
