@@ -296,17 +296,22 @@ impl DedupStore for FailsToSettle {
     }
     async fn complete(
         &self,
-        _: &str,
-        _: ClaimToken,
-        _: Duration,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
     ) -> Result<Transition, StoreError> {
-        Err(StoreError::Timeout)
+        Down.complete(key, token, retention).await
     }
-    async fn release(&self, _: &str, _: ClaimToken) -> Result<Transition, StoreError> {
-        Err(StoreError::Timeout)
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
+        Down.release(key, token).await
     }
-    async fn extend(&self, _: &str, _: ClaimToken, _: Duration) -> Result<Transition, StoreError> {
-        Err(StoreError::Timeout)
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, StoreError> {
+        Down.extend(key, token, lease).await
     }
 }
 

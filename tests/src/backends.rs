@@ -141,6 +141,22 @@ impl Backend {
         #[allow(unused_variables, reason = "not every backend names its table")]
         let name = format!("inbox_conformance_{}", support::unique_suffix());
         let error = |e: &dyn std::fmt::Display| format!("opening the inbox: {e}");
+        // A SQL inbox in a table of its own, migrated.
+        #[allow(unused_macros, reason = "depends on the features")]
+        macro_rules! sql_inbox {
+            ($inbox:path) => {{
+                let Some(url) = self.url().await else {
+                    return Ok(None);
+                };
+                let inbox = <$inbox>::builder(&url)
+                    .table(name)
+                    .connect()
+                    .await
+                    .map_err(|e| error(&e))?;
+                inbox.migrate().await.map_err(|e| error(&e))?;
+                Ok(Some(Arc::new(inbox)))
+            }};
+        }
         match self {
             #[cfg(feature = "sqlite")]
             Self::Memory | Self::Sqlite => {
@@ -160,31 +176,9 @@ impl Backend {
             #[cfg(not(feature = "sqlite"))]
             Self::Memory => Ok(None),
             #[cfg(feature = "postgres")]
-            Self::Postgres => {
-                let Some(url) = self.url().await else {
-                    return Ok(None);
-                };
-                let inbox = webhooks_core::inbox::PostgresInbox::builder(&url)
-                    .table(name)
-                    .connect()
-                    .await
-                    .map_err(|e| error(&e))?;
-                inbox.migrate().await.map_err(|e| error(&e))?;
-                Ok(Some(Arc::new(inbox)))
-            }
+            Self::Postgres => sql_inbox!(webhooks_core::inbox::PostgresInbox),
             #[cfg(feature = "mysql")]
-            Self::Mysql => {
-                let Some(url) = self.url().await else {
-                    return Ok(None);
-                };
-                let inbox = webhooks_core::inbox::MySqlInbox::builder(&url)
-                    .table(name)
-                    .connect()
-                    .await
-                    .map_err(|e| error(&e))?;
-                inbox.migrate().await.map_err(|e| error(&e))?;
-                Ok(Some(Arc::new(inbox)))
-            }
+            Self::Mysql => sql_inbox!(webhooks_core::inbox::MySqlInbox),
             #[cfg(feature = "redis")]
             Self::Redis => {
                 let Some(url) = self.url().await else {

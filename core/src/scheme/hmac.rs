@@ -295,10 +295,16 @@ impl GenericHmac {
             url,
             json: None,
         };
+        self.signature_text(&request)
+    }
+
+    /// The signature value (prefix and encoded MAC) this verifier expects
+    /// for `request`, signed with its first secret.
+    fn signature_text(&self, request: &Request<'_>) -> String {
         let mac = match &self.keys {
-            Keys::Sha1(s) => s.sign(|m| self.feed(m, &request)).to_vec(),
-            Keys::Sha256(s) => s.sign(|m| self.feed(m, &request)).to_vec(),
-            Keys::Sha512(s) => s.sign(|m| self.feed(m, &request)).to_vec(),
+            Keys::Sha1(s) => s.sign(|m| self.feed(m, request)).to_vec(),
+            Keys::Sha256(s) => s.sign(|m| self.feed(m, request)).to_vec(),
+            Keys::Sha512(s) => s.sign(|m| self.feed(m, request)).to_vec(),
         };
         let encoded = match self.encoding {
             SignatureEncoding::Hex => encode_hex(&mac),
@@ -407,16 +413,7 @@ impl GenericHmac {
             url,
             json: parsed.as_ref(),
         };
-        let mac = match &self.keys {
-            Keys::Sha1(s) => s.sign(|m| self.feed(m, &request)).to_vec(),
-            Keys::Sha256(s) => s.sign(|m| self.feed(m, &request)).to_vec(),
-            Keys::Sha512(s) => s.sign(|m| self.feed(m, &request)).to_vec(),
-        };
-        let encoded = match self.encoding {
-            SignatureEncoding::Hex => encode_hex(&mac),
-            SignatureEncoding::Base64 => encode_base64(&mac),
-        };
-        let signed = value(&format!("{}{encoded}", self.prefix), "signature")?;
+        let signed = value(&self.signature_text(&request), "signature")?;
         headers.insert(signature.name.clone(), signed);
         Ok(headers)
     }
