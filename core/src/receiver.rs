@@ -182,6 +182,15 @@ impl Receiver {
         self.inner.body_limit
     }
 
+    /// Whether an [`on_reject`](ReceiverBuilder::on_reject) hook shapes
+    /// rejection responses. Without one, [`rejection_response`](Self::rejection_response)
+    /// is [`Rejection::to_response`], so an adapter's extractors need the
+    /// receiver only when this is `true`.
+    #[must_use]
+    pub fn has_on_reject(&self) -> bool {
+        self.inner.on_reject.is_some()
+    }
+
     /// How long reading the body may take.
     #[must_use]
     pub fn body_timeout(&self) -> Duration {
@@ -221,6 +230,14 @@ impl Receiver {
     where
         F: Future<Output = Result<Bytes, Rejection>>,
     {
+        // A body that is already here (most are: it came with the head)
+        // needs no timer; the deadline is armed only if the read must wait.
+        let mut read = std::pin::pin!(read);
+        if let Poll::Ready(done) =
+            std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await
+        {
+            return done;
+        }
         tokio::time::timeout(self.inner.body_timeout, read)
             .await
             .unwrap_or(Err(Rejection::BodyTimeout))
@@ -264,7 +281,12 @@ impl Receiver {
             scheme,
         };
         let verify_started = Instant::now();
-        let verified = match inner.verifier.verify_request(head, &body, now).await {
+        // A verifier that needs no I/O answers at once, without a boxed future.
+        let result = match inner.verifier.verify_ready(head, &body, now) {
+            Some(result) => result,
+            None => inner.verifier.verify_request(head, &body, now).await,
+        };
+        let verified = match result {
             Ok(verified) => {
                 let took = verify_started.elapsed();
                 inner.signals.verified(scheme, &verified.matched_key, took);
@@ -292,7 +314,9 @@ impl Receiver {
             // Inbox mode: the inbox's unique key is the dedup; workers run the handler.
             let (ns, retry) = (&inner.namespace, inner.store_retry_after);
             let id = id.map(std::borrow::Cow::into_owned);
-            return Err(inbox.store(ns, id, verified, headers, body, retry).await);
+            // Boxed: this path's future would otherwise size every request's.
+            let stored = Box::pin(inbox.store(ns, id, verified, headers, body, retry));
+            return Err(stored.await);
         }
         let Some(store) = &inner.store else {
             return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
@@ -303,7 +327,11 @@ impl Receiver {
         let key = store_key(&inner.namespace, verified.dedup_key(&inner.namespace, &id));
         let token = ClaimToken::random();
         let claim_started = Instant::now();
-        let claimed = store.claim(&key, token, inner.lease).await;
+        // A store that needs no I/O answers at once, without a boxed future.
+        let claimed = match store.claim_ready(&key, token, inner.lease) {
+            Some(claimed) => claimed,
+            None => (**store).claim(&key, token, inner.lease).await,
+        };
         inner.signals.claimed(scheme, claim_started.elapsed());
         if claimed.is_err() {
             inner.signals.store_error(scheme, StoreOp::Claim);
@@ -365,19 +393,22 @@ impl Receiver {
     /// # Errors
     ///
     /// A [`Rejection`] when the handler did not run or panicked.
-    pub async fn process<R, F, Fut, T>(
+    pub fn process<R, F, Fut, T>(
         &self,
         request: R,
         body: Bytes,
         handler: F,
         status_of: impl FnOnce(&T) -> u16,
-    ) -> Result<T, Rejection>
+    ) -> impl Future<Output = Result<T, Rejection>>
     where
         R: Incoming,
         F: FnOnce(R, Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.traced(async {
+        // Boxed here, before anything holds it: the caller's future then
+        // carries a pointer, not the work (nor a second copy of these
+        // arguments, as an `async fn`'s state would).
+        self.traced(Box::pin(async move {
             self.inner
                 .signals
                 .body_read(self.inner.verifier.scheme(), body.len());
@@ -385,8 +416,7 @@ impl Receiver {
             admission
                 .run(|delivery| handler(request, delivery), status_of)
                 .await
-        })
-        .await
+        }))
     }
 
     /// The whole pipeline from the request head on, as the adapters call it:
@@ -398,20 +428,21 @@ impl Receiver {
     /// # Errors
     ///
     /// A [`Rejection`] when the handler did not run or panicked.
-    pub async fn receive<R, B, F, Fut, T>(
+    pub fn receive<R, B, F, Fut, T>(
         &self,
         request: R,
         read_body: B,
         handler: F,
         status_of: impl FnOnce(&T) -> u16,
-    ) -> Result<T, Rejection>
+    ) -> impl Future<Output = Result<T, Rejection>>
     where
         R: Incoming,
         B: Future<Output = Result<Bytes, Rejection>>,
         F: FnOnce(R, Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.traced(async {
+        // Boxed at once, as in `process`.
+        self.traced(Box::pin(async move {
             self.check_head(request.head().headers)?;
             let body = self.read_body(read_body).await?;
             self.inner
@@ -421,15 +452,14 @@ impl Receiver {
             admission
                 .run(|delivery| handler(request, delivery), status_of)
                 .await
-        })
-        .await
+        }))
     }
 
     /// Runs `work` in a `webhook` span and logs its outcome.
-    async fn traced<T>(
-        &self,
-        work: impl Future<Output = Result<T, Rejection>>,
-    ) -> Result<T, Rejection> {
+    async fn traced<T, W>(&self, work: Pin<Box<W>>) -> Result<T, Rejection>
+    where
+        W: Future<Output = Result<T, Rejection>>,
+    {
         let scheme = self.inner.verifier.scheme();
         let span = tracing::info_span!(
             "webhook",
@@ -443,7 +473,7 @@ impl Receiver {
         );
         let started = Instant::now();
         self.inner.signals.received(scheme);
-        let result = Box::pin(work).instrument(span.clone()).await;
+        let result = work.instrument(span.clone()).await;
         let _enter = span.enter();
         span.record(
             "latency_us",
@@ -490,9 +520,15 @@ const DIGEST_MARKER: &str = ":#sha256:";
 /// oversized ids thus never reach a store, and a digest key can never equal
 /// a key stored as is.
 pub(crate) fn store_key(namespace: &str, key: String) -> String {
-    let safe = key.len() <= MAX_STORE_KEY_LEN
-        && key.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !key.contains(DIGEST_MARKER);
+    // One pass: printable, and without `#` a key cannot hold the marker
+    // (the rare key with one is searched for it).
+    let mut printable = key.len() <= MAX_STORE_KEY_LEN;
+    let mut hash_sign = false;
+    for b in key.bytes() {
+        printable &= (0x20..0x7f).contains(&b);
+        hash_sign |= b == b'#';
+    }
+    let safe = printable && !(hash_sign && key.contains(DIGEST_MARKER));
     if safe {
         return key;
     }
@@ -558,96 +594,102 @@ impl Admission {
     /// Runs `handler` with the delivery, catching panics, then completes the
     /// claim if `status_of` its output is 2xx and releases it otherwise.
     ///
+    /// `handler` is called at once (its synchronous part runs in this call);
+    /// the future it returns runs when the returned future is polled.
+    ///
     /// # Errors
     ///
     /// [`Rejection::HandlerPanicked`] when the handler panicked.
-    pub async fn run<F, Fut, T>(
+    pub fn run<F, Fut, T>(
         self,
         handler: F,
         status_of: impl FnOnce(&T) -> u16,
-    ) -> Result<T, Rejection>
+    ) -> impl Future<Output = Result<T, Rejection>>
     where
         F: FnOnce(Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
         let Self {
             delivery,
-            claim,
+            mut claim,
             observer,
         } = self;
-        let mut claim = claim;
         let handler_started = Instant::now();
-        let outcome = async {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| handler(delivery))) {
-                Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
-                Err(panic) => Err(panic),
-            }
+        // Called here, not in the future below: neither the handler nor the
+        // delivery it consumes is then carried in that future's state.
+        let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| handler(delivery))) {
+            Ok(fut) => Either::Left(AssertUnwindSafe(fut).catch_unwind()),
+            Err(panic) => Either::Right(std::future::ready(Err(panic))),
         };
-        // Pinned once, here: one slot in this future's state for both arms.
-        let mut outcome = std::pin::pin!(outcome);
-        let outcome = match claim.as_mut() {
-            // Renewal starts only if the handler outlives one renewal interval:
-            // a quick handler costs a timer, not a task.
-            // A handler that answers on its first poll needs no timer at all.
-            Some(guard) => {
-                match std::future::poll_fn(|cx| Poll::Ready(outcome.as_mut().poll(cx))).await {
-                    Poll::Ready(output) => output,
-                    Poll::Pending => {
-                        let beat = std::pin::pin!(tokio::time::sleep(guard.renewal_interval()));
-                        match futures_util::future::select(outcome.as_mut(), beat).await {
-                            Either::Left((output, _)) => output,
-                            Either::Right(((), _)) => {
-                                guard.start_renewal();
-                                outcome.await
+        async move {
+            let mut outcome = std::pin::pin!(outcome);
+            let outcome = match claim.as_mut() {
+                // Renewal starts only if the handler outlives one renewal interval:
+                // a quick handler costs a timer, not a task.
+                // A handler that answers on its first poll needs no timer at all.
+                Some(guard) => {
+                    match std::future::poll_fn(|cx| Poll::Ready(outcome.as_mut().poll(cx))).await {
+                        Poll::Ready(output) => output,
+                        Poll::Pending => {
+                            let beat = std::pin::pin!(tokio::time::sleep(guard.renewal_interval()));
+                            match futures_util::future::select(outcome.as_mut(), beat).await {
+                                Either::Left((output, _)) => output,
+                                Either::Right(((), _)) => {
+                                    guard.start_renewal();
+                                    outcome.await
+                                }
                             }
                         }
                     }
                 }
-            }
-            None => outcome.await,
-        };
-        let span = tracing::Span::current();
-        match outcome {
-            Ok(output) => {
-                let status = status_of(&output);
-                if let Some(o) = &observer {
-                    o.signals
-                        .handled(o.scheme, Some(status), handler_started.elapsed());
-                }
-                span.record("status", status);
-                let success = (200..300).contains(&status);
-                if !success {
-                    tracing::warn!(
-                        status,
-                        "webhook handler did not succeed; claim released for the sender's retry"
-                    );
-                }
-                span.record(
-                    "outcome",
-                    if success {
-                        "processed"
-                    } else {
-                        "handler_failed"
-                    },
-                );
-                if let Some(claim) = claim {
-                    if success {
-                        claim.complete().await;
-                    } else {
-                        claim.release().await;
+                None => outcome.await,
+            };
+            let span = tracing::Span::current();
+            match outcome {
+                Ok(output) => {
+                    let status = status_of(&output);
+                    if let Some(o) = &observer {
+                        o.signals
+                            .handled(o.scheme, Some(status), handler_started.elapsed());
                     }
+                    span.record("status", status);
+                    let success = (200..300).contains(&status);
+                    if !success {
+                        tracing::warn!(
+                            status,
+                            "webhook handler did not succeed; claim released for the sender's retry"
+                        );
+                    }
+                    span.record(
+                        "outcome",
+                        if success {
+                            "processed"
+                        } else {
+                            "handler_failed"
+                        },
+                    );
+                    if let Some(mut claim) = claim {
+                        // The settle futures are boxed: a store that answers
+                        // at once needs neither, and they would otherwise
+                        // size every request's future.
+                        if !success {
+                            Box::pin(claim.release()).await;
+                        } else if claim.complete_ready().is_none() {
+                            Box::pin(claim.complete()).await;
+                        }
+                    }
+                    Ok(output)
                 }
-                Ok(output)
-            }
-            Err(_) => {
-                if let Some(o) = &observer {
-                    o.signals.handled(o.scheme, None, handler_started.elapsed());
+                Err(_) => {
+                    if let Some(o) = &observer {
+                        o.signals.handled(o.scheme, None, handler_started.elapsed());
+                    }
+                    tracing::error!("webhook handler panicked; claim released");
+                    if let Some(claim) = claim {
+                        Box::pin(claim.release()).await;
+                    }
+                    Err(Rejection::HandlerPanicked)
                 }
-                tracing::error!("webhook handler panicked; claim released");
-                if let Some(claim) = claim {
-                    claim.release().await;
-                }
-                Err(Rejection::HandlerPanicked)
             }
         }
     }
@@ -761,6 +803,9 @@ impl ClaimGuard {
     /// nothing, a store error is logged and the completion retried in the
     /// background.
     pub async fn complete(mut self) -> bool {
+        if let Some(applied) = self.complete_ready() {
+            return applied;
+        }
         let Some(settle) = self.settle.take() else {
             return false;
         };
@@ -772,6 +817,23 @@ impl ClaimGuard {
         // The first try runs here (or, if this future is dropped first, as
         // a runtime task); retries of a failed one run as a runtime task.
         Detached::new(settle.complete()).await.unwrap_or(false)
+    }
+
+    /// Completes at once, when the store answers without I/O (the
+    /// in-process one) and no renewal runs: then nothing awaits, so nothing
+    /// can be dropped halfway, and neither a boxed future nor a detached
+    /// settlement is needed. `None` when [`complete`](Self::complete) must
+    /// be awaited.
+    fn complete_ready(&mut self) -> Option<bool> {
+        let settle = self.settle.as_ref()?;
+        if settle.renewal.is_some() {
+            return None;
+        }
+        let result = settle
+            .store
+            .complete_ready(&settle.key, settle.token, settle.retention)?;
+        let settle = self.settle.take()?;
+        Some(settle.completed(result))
     }
 
     /// Forgets the claim so the sender's retry can run. Returns whether the
@@ -861,7 +923,7 @@ impl Settle {
     /// One try at `complete`, with `settled` set as its outcome says under
     /// the renewal's lock (if a renewal runs).
     async fn try_complete(&self) -> Result<Transition, StoreError> {
-        let complete = self.store.complete(&self.key, self.token, self.retention);
+        let complete = (*self.store).complete(&self.key, self.token, self.retention);
         let Some(renewal) = &self.renewal else {
             return complete.await;
         };
@@ -875,7 +937,14 @@ impl Settle {
     /// for a reason that may pass is retried with backoff for up to
     /// `complete_retry`, as a runtime task (when there is a runtime).
     async fn complete(self) -> bool {
-        match self.try_complete().await {
+        let result = self.try_complete().await;
+        self.completed(result)
+    }
+
+    /// Handles the first try's `result`: logs a stale claim; counts, logs and
+    /// (as a runtime task) retries a failure that may pass.
+    fn completed(self, result: Result<Transition, StoreError>) -> bool {
+        match result {
             Ok(Transition::Applied) => true,
             Ok(Transition::Stale) => {
                 tracing::warn!(key = %self.key, "complete refused: another attempt took over the claim");
@@ -951,7 +1020,7 @@ impl Settle {
             }
             None => None,
         };
-        match self.store.release(&self.key, self.token).await {
+        match (*self.store).release(&self.key, self.token).await {
             Ok(Transition::Applied) => true,
             Ok(Transition::Stale) => false,
             Err(error) => {
@@ -996,7 +1065,7 @@ async fn renew(
         if *settled {
             return;
         }
-        match store.extend(&key, token, lease).await {
+        match (*store).extend(&key, token, lease).await {
             Ok(Transition::Applied) => tracing::trace!(key = %key, "lease renewed"),
             Ok(Transition::Stale) => {
                 tracing::warn!(key = %key, "lease renewal refused: the lease ran out and another attempt took over; this attempt's completion will be refused");

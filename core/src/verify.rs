@@ -191,7 +191,15 @@ impl Verified {
     #[must_use]
     pub fn dedup_key(&self, namespace: &str, id: &str) -> String {
         match &self.scope {
-            None => format!("{namespace}:{}:{id}", self.scheme),
+            None => {
+                // Sized once: this runs for every deduplicated delivery.
+                let mut key =
+                    String::with_capacity(namespace.len() + self.scheme.len() + id.len() + 2);
+                for part in [namespace, ":", self.scheme, ":", id] {
+                    key.push_str(part);
+                }
+                key
+            }
             Some(scope) => {
                 let scope = scope.replace('%', "%25").replace(':', "%3A");
                 format!("{namespace}:{}@{scope}:{id}", self.scheme)
@@ -407,12 +415,49 @@ pub trait RequestVerifier: Send + Sync {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError>;
+
+    /// Verifies one request at once when that needs no I/O: `Some` with
+    /// what [`verify_request`](Self::verify_request) would answer, or `None`
+    /// (the default) when only `verify_request` can tell.
+    ///
+    /// Every [`Verifier`] answers here, so the pipeline verifies it without
+    /// allocating a future; an implementation whose
+    /// `verify_request` may wait (a key lookup) keeps the default.
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use webhooks_core::{RequestHead, RequestVerifier, scheme::StandardWebhooks};
+    ///
+    /// let verifier = StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+    /// let headers = http::HeaderMap::new();
+    /// let head = RequestHead::new("/hook", &headers);
+    /// let answer = verifier.verify_ready(head, b"{}", SystemTime::now());
+    /// assert!(matches!(answer, Some(Err(_))), "unsigned: refused at once");
+    /// ```
+    fn verify_ready(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Option<Result<Verified, VerifyError>> {
+        let _ = (head, body, now);
+        None
+    }
 }
 
 #[async_trait::async_trait]
 impl<V: Verifier + ?Sized> RequestVerifier for V {
     fn scheme(&self) -> &'static str {
         Verifier::scheme(self)
+    }
+
+    fn verify_ready(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Option<Result<Verified, VerifyError>> {
+        Some(self.verify_head(head, body, now))
     }
 
     async fn verify_request(

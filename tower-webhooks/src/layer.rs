@@ -7,10 +7,9 @@ use std::task::{Context, Poll};
 
 use axum_core::body::Body;
 use axum_core::extract::DefaultBodyLimit;
-use bytes::Bytes;
+use bytes::{Buf as _, Bytes, BytesMut};
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use tower_layer::Layer;
 use tower_service::Service;
 use webhooks_core::{Receiver, Rejection, RequestVerifier};
@@ -141,8 +140,11 @@ where
             let handler = |mut parts: http::request::Parts, delivery: webhooks_core::Delivery| {
                 let body = Body::from(delivery.body.clone());
                 parts.extensions.insert(delivery);
-                // The extractors render their rejections with the receiver's hook.
-                parts.extensions.insert(receiver.clone());
+                // The extractors render their rejections with the receiver's
+                // hook, when it has one (each insert is an allocation).
+                if receiver.has_on_reject() {
+                    parts.extensions.insert(receiver.clone());
+                }
                 let mut request = Request::from_parts(parts, body);
                 // axum's `Bytes`, `String`, `Json` and `Form` apply the
                 // receiver's limit, not their 2 MiB default: a body verified
@@ -162,17 +164,49 @@ where
     }
 }
 
-/// Reads the body, stopping at `limit`.
+/// Reads the body's data frames, refusing one that would take it past
+/// `limit` before buffering it.
+///
+/// A body that arrives as one frame (the usual small webhook) is handed on
+/// as that frame's `Bytes`, without a copy or a buffer; only a second frame
+/// starts one, sized from the body's size hint.
 async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, Rejection>
 where
     B: HttpBody,
-    B::Error: Into<BoxError>,
 {
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(Rejection::PayloadTooLarge { limit }),
-        Err(_) => Err(Rejection::BodyRead),
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut buffer: Option<BytesMut> = None;
+    let mut read = 0usize;
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = frame.map_err(|_| Rejection::BodyRead)?;
+        // Trailers carry nothing that is verified.
+        let Ok(mut data) = frame.into_data() else {
+            continue;
+        };
+        let len = data.remaining();
+        read = match read.checked_add(len) {
+            Some(total) if total <= limit => total,
+            _ => return Err(Rejection::PayloadTooLarge { limit }),
+        };
+        let chunk = data.copy_to_bytes(len);
+        if let Some(buffer) = buffer.as_mut() {
+            buffer.extend_from_slice(&chunk);
+        } else if let Some(head) = first.take() {
+            let hint = usize::try_from(body.size_hint().lower()).unwrap_or(limit);
+            let mut started = BytesMut::with_capacity(read.saturating_add(hint).min(limit));
+            started.extend_from_slice(&head);
+            started.extend_from_slice(&chunk);
+            buffer = Some(started);
+        } else {
+            first = Some(chunk);
+        }
     }
+    Ok(match (buffer, first) {
+        (Some(buffer), _) => buffer.freeze(),
+        (None, Some(first)) => first,
+        (None, None) => Bytes::new(),
+    })
 }
 
 fn rejection_response(receiver: &Receiver, rejection: Rejection) -> Response<Body> {
