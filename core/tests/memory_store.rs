@@ -219,3 +219,55 @@ async fn late_complete_applies_until_someone_takes_over() {
         Transition::Applied
     );
 }
+
+/// The answers the pipeline takes without awaiting (`claim_ready`,
+/// `complete_ready`) are the store's own, with the same effects as the
+/// awaited operations, mixed in either order.
+#[tokio::test]
+async fn ready_answers_match_the_awaited_ones() {
+    let store = MemoryStore::new();
+    let (first, second) = (ClaimToken::random(), ClaimToken::random());
+    let ready = |key: &str, token| store.claim_ready(key, token, LEASE).map(Result::unwrap);
+    assert_eq!(ready("a", first), Some(Claim::Claimed));
+    assert!(matches!(
+        store.claim("a", second, LEASE).await.unwrap(),
+        Claim::InFlight { .. }
+    ));
+    assert!(matches!(ready("a", second), Some(Claim::InFlight { .. })));
+    // Another token cannot complete it; the holder can, once.
+    assert_eq!(
+        store
+            .complete_ready("a", second, RETENTION)
+            .map(Result::unwrap),
+        Some(Transition::Stale)
+    );
+    assert_eq!(
+        store
+            .complete_ready("a", first, RETENTION)
+            .map(Result::unwrap),
+        Some(Transition::Applied)
+    );
+    assert_eq!(
+        store.complete("a", first, RETENTION).await.unwrap(),
+        Transition::Stale,
+        "already completed"
+    );
+    assert_eq!(ready("a", second), Some(Claim::Completed));
+    assert_eq!(
+        store.claim("a", second, LEASE).await.unwrap(),
+        Claim::Completed
+    );
+    // Claimed by the awaited call, completed by the ready one.
+    let token = ClaimToken::random();
+    assert_eq!(
+        store.claim("b", token, LEASE).await.unwrap(),
+        Claim::Claimed
+    );
+    assert_eq!(
+        store
+            .complete_ready("b", token, RETENTION)
+            .map(Result::unwrap),
+        Some(Transition::Applied)
+    );
+    assert_eq!(ready("b", first), Some(Claim::Completed));
+}

@@ -100,3 +100,52 @@ async fn route_layer_and_layer_both_accept_it() {
         assert_eq!(body.as_ref(), b"7");
     }
 }
+
+/// A body sent frame by frame.
+type FrameBody = http_body_util::StreamBody<
+    futures_util::stream::Iter<std::vec::IntoIter<Result<http_body::Frame<Bytes>, Infallible>>>,
+>;
+
+/// `signed`'s request with its body sent as `frames`, ending with trailers
+/// (which carry nothing verified) and without a `Content-Length`.
+fn in_frames(id: &str, body: &'static [u8], frames: &[&'static [u8]]) -> Request<FrameBody> {
+    let (parts, _) = signed(id, body).into_parts();
+    let mut frames: Vec<_> = frames
+        .iter()
+        .map(|f| Ok(http_body::Frame::data(Bytes::from_static(f))))
+        .collect();
+    frames.push(Ok(http_body::Frame::trailers(http::HeaderMap::new())));
+    Request::from_parts(
+        parts,
+        http_body_util::StreamBody::new(futures_util::stream::iter(frames)),
+    )
+}
+
+#[tokio::test]
+async fn a_body_in_several_frames_is_joined_then_verified() {
+    let layer = WebhookLayer::new(StandardWebhooks::new(SECRET).unwrap());
+    let service = ServiceBuilder::new().layer(layer).service_fn(echo);
+    let request = in_frames("msg_frames", b"{\"a\":12}", &[b"{\"a\"", b":1", b"2}"]);
+    let response = service.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body.as_ref(), b"{\"a\":12}");
+}
+
+#[tokio::test]
+async fn a_body_past_the_limit_in_several_frames_is_413() {
+    let receiver = webhooks_core::Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
+        .body_limit(8)
+        .build();
+    let service = ServiceBuilder::new()
+        .layer(WebhookLayer::from_receiver(receiver))
+        .service_fn(echo);
+    // 9 bytes in frames of 4, 4 and 1: refused at the third.
+    let request = in_frames("msg_big", b"{\"a\":123}", &[b"{\"a\"", b":123", b"}"]);
+    let response = service.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    // Exactly the limit, in frames: accepted.
+    let request = in_frames("msg_limit", b"{\"a\":12}", &[b"{\"a\"", b":12}"]);
+    let response = service.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
