@@ -9,10 +9,12 @@ use actix_web::dev::{
     Extensions, Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready,
 };
 use actix_web::{Error, HttpMessage as _, web};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::StreamExt as _;
 use futures_util::future::LocalBoxFuture;
-use webhooks_core::{Delivery, Incoming, Receiver, Rejection, RequestHead, RequestVerifier};
+use webhooks_core::{
+    BodyCollector, Delivery, Incoming, Receiver, Rejection, RequestHead, RequestVerifier,
+};
 
 use crate::error::{WebhookRejection, rejection_response};
 
@@ -155,14 +157,7 @@ where
                 headers: to_http_headers(req.headers()),
             };
             let payload = req.extract::<web::Payload>().await;
-            // The declared length (already checked against the limit) sizes
-            // the buffer of a body that arrives in several chunks.
-            let declared = head
-                .headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok()?.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            let read = read_limited(payload, receiver.body_limit(), declared);
+            let read = read_limited(payload, receiver.body_limit());
             // The request stays here until the handler runs, so that a
             // rejection before it can still be answered with a response.
             let mut waiting = Some(req);
@@ -234,43 +229,18 @@ fn to_http_headers(headers: &actix_web::http::header::HeaderMap) -> http::Header
     out
 }
 
-/// Reads the payload, refusing a chunk that would take it past `limit`
-/// before buffering it.
-///
-/// A body that arrives as one chunk (the usual small webhook) is handed on
-/// as that chunk, without a copy; only a second chunk starts a buffer, of
-/// the `declared` length when the request gave one.
+/// Reads the payload into a [`BodyCollector`], which refuses a chunk that
+/// would take it past `limit` before keeping it.
 async fn read_limited(
     payload: Result<web::Payload, Error>,
     limit: usize,
-    declared: usize,
 ) -> Result<Bytes, Rejection> {
     let mut payload = payload.map_err(|_| Rejection::BodyRead)?;
-    let mut first: Option<Bytes> = None;
-    let mut buffer: Option<BytesMut> = None;
-    let mut read = 0usize;
+    let mut collected = BodyCollector::new(limit);
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|_| Rejection::BodyRead)?;
-        read = match read.checked_add(chunk.len()) {
-            Some(total) if total <= limit => total,
-            _ => return Err(Rejection::PayloadTooLarge { limit }),
-        };
-        if let Some(buffer) = buffer.as_mut() {
-            buffer.extend_from_slice(&chunk);
-        } else if let Some(head) = first.take() {
-            let mut started = BytesMut::with_capacity(read.max(declared).min(limit));
-            started.extend_from_slice(&head);
-            started.extend_from_slice(&chunk);
-            buffer = Some(started);
-        } else {
-            first = Some(chunk);
-        }
+        collected.push(chunk.map_err(|_| Rejection::BodyRead)?)?;
     }
-    Ok(match (buffer, first) {
-        (Some(buffer), _) => buffer.freeze(),
-        (None, Some(first)) => first,
-        (None, None) => Bytes::new(),
-    })
+    Ok(collected.finish())
 }
 
 /// Answers `rejection` with the receiver's response.

@@ -25,6 +25,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod body;
 pub mod dedup;
 mod delivery;
 mod error;
@@ -39,6 +40,7 @@ pub mod signals;
 pub mod testing;
 mod verify;
 
+pub use body::BodyCollector;
 pub use delivery::Delivery;
 pub use error::{ConfigError, VerifyError};
 pub use public_url::PublicUrl;

@@ -7,12 +7,12 @@ use std::task::{Context, Poll};
 
 use axum_core::body::Body;
 use axum_core::extract::DefaultBodyLimit;
-use bytes::{Buf as _, Bytes, BytesMut};
+use bytes::{Buf as _, Bytes};
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use tower_layer::Layer;
 use tower_service::Service;
-use webhooks_core::{Receiver, Rejection, RequestVerifier};
+use webhooks_core::{BodyCollector, Receiver, Rejection, RequestVerifier};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -164,49 +164,27 @@ where
     }
 }
 
-/// Reads the body's data frames, refusing one that would take it past
-/// `limit` before buffering it.
-///
-/// A body that arrives as one frame (the usual small webhook) is handed on
-/// as that frame's `Bytes`, without a copy or a buffer; only a second frame
-/// starts one, sized from the body's size hint.
+/// Reads the body's data frames into a [`BodyCollector`], which refuses one
+/// that would take it past `limit` before keeping it.
 async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, Rejection>
 where
     B: HttpBody,
 {
     let mut body = std::pin::pin!(body);
-    let mut first: Option<Bytes> = None;
-    let mut buffer: Option<BytesMut> = None;
-    let mut read = 0usize;
+    let mut collected = BodyCollector::new(limit);
     while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
         let frame = frame.map_err(|_| Rejection::BodyRead)?;
         // Trailers carry nothing that is verified.
-        let Ok(mut data) = frame.into_data() else {
-            continue;
-        };
-        let len = data.remaining();
-        read = match read.checked_add(len) {
-            Some(total) if total <= limit => total,
-            _ => return Err(Rejection::PayloadTooLarge { limit }),
-        };
-        let chunk = data.copy_to_bytes(len);
-        if let Some(buffer) = buffer.as_mut() {
-            buffer.extend_from_slice(&chunk);
-        } else if let Some(head) = first.take() {
-            let hint = usize::try_from(body.size_hint().lower()).unwrap_or(limit);
-            let mut started = BytesMut::with_capacity(read.saturating_add(hint).min(limit));
-            started.extend_from_slice(&head);
-            started.extend_from_slice(&chunk);
-            buffer = Some(started);
-        } else {
-            first = Some(chunk);
+        if let Ok(mut data) = frame.into_data() {
+            let len = data.remaining();
+            if collected.len().saturating_add(len) > limit {
+                // Refused before the (possibly copying) conversion.
+                return Err(Rejection::PayloadTooLarge { limit });
+            }
+            collected.push(data.copy_to_bytes(len))?;
         }
     }
-    Ok(match (buffer, first) {
-        (Some(buffer), _) => buffer.freeze(),
-        (None, Some(first)) => first,
-        (None, None) => Bytes::new(),
-    })
+    Ok(collected.finish())
 }
 
 fn rejection_response(receiver: &Receiver, rejection: Rejection) -> Response<Body> {
