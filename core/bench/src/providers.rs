@@ -27,7 +27,7 @@ use hmac::KeyInit as _;
 use http::HeaderMap;
 use webhooks_core::scheme::{
     Discord, GenericHmac, GitLab, HmacAlgorithm, HubSpot, Intercom, Linear, Mandrill, Paddle,
-    SignatureEncoding, Square, TimestampUnit, Twilio, Typeform, Zoom,
+    SignatureEncoding, Square, StandardWebhooks, TimestampUnit, Twilio, Typeform, Zoom,
 };
 use webhooks_core::{PublicUrl, RequestHead, Verifier};
 
@@ -240,6 +240,28 @@ pub fn general() -> Vec<Case> {
     let ts_text = TS.to_string();
     let base = "https://hooks.example.com";
     let mut cases = Vec::new();
+
+    // Standard Webhooks v1: `{id}.{ts}.{body}`, base64 tag in a header (the
+    // README's verification goal is this row's ratio).
+    let standard = StandardWebhooks::from_raw_secret(SECRET).unwrap();
+    let headers = standard.sign_headers(DELIVERY, TS, &body).unwrap();
+    let tag = B64
+        .decode(value(&headers, "webhook-signature").trim_start_matches("v1,"))
+        .unwrap();
+    let b = body.clone();
+    let standard_ts = ts_text.clone();
+    cases.push(Case::new(
+        "standard_webhooks",
+        "HMAC-SHA256 of id + `.` + timestamp + `.` + body",
+        Rc::new(move || {
+            raw_hmac(
+                &SECRET_KEYED,
+                &[DELIVERY.as_bytes(), b".", standard_ts.as_bytes(), b".", &b],
+                &tag,
+            )
+        }),
+        through_head(standard, "/hook", headers, body.clone()),
+    ));
 
     // Twilio: URL + sorted form parameters, HMAC-SHA1.
     let (form, pairs) = form_body();

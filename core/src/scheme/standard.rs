@@ -16,7 +16,7 @@ use http::{HeaderMap, HeaderName};
 
 use super::{
     DEFAULT_TOLERANCE, HmacKey, HmacSha256, SecretList, Secrets, check_timestamp, decimal,
-    parse_timestamp, signed_headers,
+    decode_base64_32, parse_timestamp, signed_headers,
 };
 use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
@@ -243,10 +243,12 @@ impl Verifier for StandardWebhooks {
         if id.is_empty() {
             return Err(VerifyError::malformed(ID[0], "empty"));
         }
-        let timestamp = parse_timestamp(ts_name, ts_raw)?;
+        // The signed timestamp is the header's own text (trimmed), exactly as
+        // sent (a header value is visible ASCII: ASCII trimming is all).
+        let ts_trimmed = ts_raw.trim_ascii();
+        let timestamp = parse_timestamp(ts_name, ts_trimmed)?;
         check_timestamp(timestamp, now, self.tolerance)?;
-        // The signed timestamp is the header's own text (trimmed), exactly as sent.
-        let ts_text = ts_raw.trim().as_bytes();
+        let ts_text = ts_trimmed.as_bytes();
 
         let mut v1: [[u8; 32]; MAX_ENTRIES] = [[0; 32]; MAX_ENTRIES];
         let mut n_v1 = 0;
@@ -258,20 +260,22 @@ impl Verifier for StandardWebhooks {
         #[cfg(not(feature = "ed25519"))]
         let v1a: [(); 0] = [];
         let mut entries = 0;
+        // Space-separated `{version},{signature}` entries; an entry without a
+        // comma or of another version is skipped (but counts).
         for entry in signatures.split(' ').filter(|e| !e.is_empty()) {
             if entries == MAX_ENTRIES {
                 break;
             }
             entries += 1;
-            let Some((version, sig)) = entry.split_once(',') else {
+            let Some(comma) = entry.bytes().position(|b| b == b',') else {
                 continue;
             };
+            let (version, sig) = (&entry[..comma], &entry[comma + 1..]);
             match version {
                 "v1" if !self.secrets.is_empty() => {
-                    let mut out = [0u8; 33];
                     // A signature that does not decode to exactly 32 bytes can never match.
-                    if let Ok(32) = B64.decode_slice(sig, &mut out) {
-                        v1[n_v1].copy_from_slice(&out[..32]);
+                    if let Some(tag) = decode_base64_32(sig) {
+                        v1[n_v1] = tag;
                         n_v1 += 1;
                     }
                 }
