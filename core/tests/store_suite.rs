@@ -751,6 +751,58 @@ impl Backend for Redis {
 #[cfg(feature = "redis")]
 store_suite!(redis, Redis);
 
+/// Sends `SCRIPT FLUSH` to the Redis at `authority` (as a restarted or
+/// flushed server would be: no script cached).
+#[cfg(feature = "redis")]
+async fn flush_scripts(authority: &str) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    stream
+        .write_all(b"*2\r\n$6\r\nSCRIPT\r\n$5\r\nFLUSH\r\n")
+        .await
+        .unwrap();
+    let mut reply = [0u8; 5];
+    stream.read_exact(&mut reply).await.unwrap();
+    assert_eq!(&reply, b"+OK\r\n");
+}
+
+/// Every operation runs its script by hash (`EVALSHA`); a server that lost
+/// the scripts gets them loaded again, and every operation still answers.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_scripts_flushed_on_the_server_are_loaded_again() {
+    let Some((backend, store)) = fresh_store::<Redis>().await else {
+        return;
+    };
+    let authority = backend.authority().expect("a TCP Redis URL");
+    let (a, b) = (key("flushed-a"), key("flushed-b"));
+    let token = ClaimToken::random();
+    flush_scripts(&authority).await;
+    assert_eq!(store.claim(&a, token, LEASE).await.unwrap(), Claim::Claimed);
+    flush_scripts(&authority).await;
+    assert_eq!(
+        store.extend(&a, token, LEASE).await.unwrap(),
+        Transition::Applied
+    );
+    flush_scripts(&authority).await;
+    assert_eq!(
+        store
+            .complete(&a, token, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Transition::Applied
+    );
+    flush_scripts(&authority).await;
+    assert_eq!(
+        store.claim(&a, ClaimToken::random(), LEASE).await.unwrap(),
+        Claim::Completed
+    );
+    assert_eq!(store.claim(&b, token, LEASE).await.unwrap(), Claim::Claimed);
+    flush_scripts(&authority).await;
+    assert_eq!(store.release(&b, token).await.unwrap(), Transition::Applied);
+    backend.cleanup().await;
+}
+
 // ---------------------------------------------------------------------------
 // PostgreSQL and MySQL / MariaDB
 // ---------------------------------------------------------------------------

@@ -352,11 +352,30 @@ impl RedisStore {
         }
     }
 
-    fn key(&self, key: &str) -> String {
-        let mut full = String::with_capacity(self.prefix.len() + key.len());
-        full.push_str(&self.prefix);
-        full.push_str(key);
-        full
+    /// `EVALSHA` of `script` on the prefixed `key` with the token and
+    /// `millis`, built in one buffer: the prefixed key is formatted into it,
+    /// the token written as hex from the stack (no per-argument allocation,
+    /// as `Script::prepare_invoke` makes).
+    fn eval_cmd(
+        &self,
+        script: &Script,
+        key: &str,
+        token: ClaimToken,
+        millis: &[u64],
+    ) -> redis::Cmd {
+        let mut cmd = redis::Cmd::with_capacity(
+            5 + millis.len(),
+            7 + 40 + 1 + self.prefix.len() + key.len() + 32 + 20 * millis.len() + 8,
+        );
+        cmd.arg("EVALSHA")
+            .arg(script.get_hash())
+            .arg(1)
+            .arg(PrefixedKey(&self.prefix, key))
+            .arg(&hex_token(token)[..]);
+        for millis in millis {
+            cmd.arg(*millis);
+        }
+        cmd
     }
 
     async fn run<T: redis::FromRedisValue>(
@@ -366,18 +385,23 @@ impl RedisStore {
         token: ClaimToken,
         millis: &[u64],
     ) -> Result<T, StoreError> {
-        let mut invocation = script.prepare_invoke();
-        invocation.key(self.key(key)).arg(token.to_hex());
-        for millis in millis {
-            invocation.arg(*millis);
-        }
+        let cmd = self.eval_cmd(script, key, token, millis);
         let mut connection = self.connection.clone();
-        match tokio::time::timeout(
-            self.command_timeout,
-            invocation.invoke_async(&mut connection),
-        )
-        .await
-        {
+        let invoke = async {
+            match cmd.query_async(&mut connection).await {
+                // A server that lost its scripts (restarted, `SCRIPT FLUSH`):
+                // load it and run it again, as `Script::invoke_async` does.
+                Err(error)
+                    if error.kind()
+                        == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    script.load_async(&mut connection).await?;
+                    cmd.query_async(&mut connection).await
+                }
+                result => result,
+            }
+        };
+        match tokio::time::timeout(self.command_timeout, invoke).await {
             Ok(result) => result.map_err(store_error),
             Err(_) => Err(StoreError::Timeout),
         }
@@ -395,6 +419,35 @@ impl RedisStore {
             _ => Transition::Stale,
         })
     }
+}
+
+/// A pipeline key after the store's prefix, written into a command as one
+/// argument without building it first.
+struct PrefixedKey<'a>(&'a str, &'a str);
+
+impl fmt::Display for PrefixedKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)?;
+        f.write_str(self.1)
+    }
+}
+
+impl redis::ToRedisArgs for PrefixedKey<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        out.write_arg_fmt(self);
+    }
+}
+
+/// The token as 32 lowercase hex digits (as `ClaimToken::to_hex`), on the stack.
+fn hex_token(token: ClaimToken) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let value = token.as_u128();
+    let mut out = [0u8; 32];
+    for (i, digit) in out.iter_mut().enumerate() {
+        let shift = 124 - 4 * i;
+        *digit = DIGITS[((value >> shift) & 0xf) as usize];
+    }
+    out
 }
 
 /// The longest span given to a script: 100 years, so that the deadlines
@@ -478,6 +531,22 @@ impl DedupStore for RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_are_written_as_their_hex() {
+        for token in [
+            ClaimToken::from_u128(0),
+            ClaimToken::from_u128(u128::MAX),
+            ClaimToken::from_u128(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210),
+            ClaimToken::random(),
+        ] {
+            assert_eq!(hex_token(token), token.to_hex().as_bytes());
+        }
+        assert_eq!(
+            PrefixedKey("dedup:", "ns:s:id").to_string(),
+            "dedup:ns:s:id"
+        );
+    }
 
     #[test]
     fn done_marker_is_never_a_token() {

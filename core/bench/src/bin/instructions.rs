@@ -17,6 +17,7 @@
 //! | `pipeline-verify` | the same behind `WebhookLayer`, `no_dedup()` |
 //! | `pipeline-dedup` | the same behind `WebhookLayer` with the in-process store, `N` distinct ids |
 //! | `pipeline-dup` | the same delivery again (answered 200 duplicate) |
+//! | `pipeline-redis` | as `pipeline-dedup`, on `RedisStore` (`WEBHOOKS_REDIS_URL`, default the local server): the client's share of two round trips |
 //! | `store` | `MemoryStore` claim + complete of `N` distinct keys |
 //! | `ratios [NAME…]` | every provider row (or those named), its contenders interleaved: 101 rounds of a ~5 ms batch of each in turn, medians per call and per-round ratios to `raw` with min–max (a noisy machine drifts between criterion's sequential runs; here each round's contenders share the same moment) |
 //! | `provider NAME WHO` | one provider row of `src/providers.rs` (the `schemes` bench's): `WHO` is `raw`, `ours` or another contender (`raw_with_parse`); `N` is then the third argument |
@@ -167,6 +168,32 @@ fn run(workload: &str, n: usize) {
             vec!["msg_0".into(); n],
             StatusCode::OK,
         ),
+        "pipeline-redis" => {
+            // The Redis at `WEBHOOKS_REDIS_URL` (default the local one), keys
+            // under a prefix of this run's own, kept for a minute.
+            let url = std::env::var("WEBHOOKS_REDIS_URL")
+                .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+            let prefix = format!(
+                "instructions:{}:{}:",
+                std::process::id(),
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos()
+            );
+            let store = runtime
+                .block_on(
+                    webhooks_core::dedup::RedisStore::builder(&url)
+                        .key_prefix(prefix)
+                        .connect(),
+                )
+                .expect("Redis for pipeline-redis");
+            let receiver = Receiver::builder(verifier.clone())
+                .store(store)
+                .retention(Duration::from_secs(60))
+                .build();
+            pipeline(app(Some(receiver)), distinct(n), StatusCode::NO_CONTENT);
+        }
         "store" => runtime.block_on(async {
             let store = MemoryStore::new();
             let keys: Vec<_> = distinct(n)
