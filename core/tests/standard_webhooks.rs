@@ -536,6 +536,19 @@ fn empty_and_short_v1_signatures_never_match() {
 }
 
 #[test]
+fn the_right_tag_is_found_among_31_well_formed_wrong_ones() {
+    // Every entry decodes (the tags past the first two are kept apart).
+    let wrong = vec!["v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="; 31].join(" ");
+    assert!(verify_published(&format!("{wrong} {}", published::SIGNATURE)).is_ok());
+    assert!(verify_published(&format!("{} {wrong}", published::SIGNATURE)).is_ok());
+    let wrong = vec!["v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="; 32].join(" ");
+    assert_eq!(
+        verify_published(&format!("{wrong} {}", published::SIGNATURE)),
+        Err(VerifyError::NoMatchingSignature)
+    );
+}
+
+#[test]
 fn only_the_first_32_entries_are_considered() {
     let junk = vec!["v2,x"; 31].join(" ");
     assert!(verify_published(&format!("{junk} {}", published::SIGNATURE)).is_ok());

@@ -413,32 +413,30 @@ const INVALID: u8 = 0x80;
 /// `base64` crate's strict `STANDARD` engine decodes to 32 bytes (a
 /// property test checks it against it), in a fixed-length loop with one
 /// table lookup per digit: a signature check decodes one per delivery.
-pub(crate) fn decode_base64_32(s: &str) -> Option<[u8; 32]> {
-    let text = s.as_bytes();
+pub(crate) fn decode_base64_32(s: impl AsRef<[u8]>) -> Option<[u8; 32]> {
+    let text = s.as_ref();
     if text.len() != 44 || text[43] != b'=' {
         return None;
     }
     let digit = |i: usize| u32::from(BASE64_DIGITS[usize::from(text[i])]);
     let mut out = [0u8; 32];
     let mut bad = 0u32;
-    for group in 0..11 {
+    // Ten groups of four digits, three bytes each.
+    for (group, bytes) in out[..30].chunks_exact_mut(3).enumerate() {
         let at = group * 4;
-        let (a, b, c) = (digit(at), digit(at + 1), digit(at + 2));
-        // The last group's fourth character is the `=` checked above.
-        let d = if group < 10 { digit(at + 3) } else { 0 };
+        let (a, b, c, d) = (digit(at), digit(at + 1), digit(at + 2), digit(at + 3));
         bad |= a | b | c | d;
-        let word = (a << 18) | (b << 12) | (c << 6) | d;
-        let [_, x, y, z] = word.to_be_bytes();
-        out[group * 3] = x;
-        out[group * 3 + 1] = y;
-        if group < 10 {
-            out[group * 3 + 2] = z;
-        } else if c & 0b11 != 0 {
-            // Bits past the 32nd byte: not the canonical encoding.
-            return None;
-        }
+        let [_, x, y, z] = ((a << 18) | (b << 12) | (c << 6) | d).to_be_bytes();
+        bytes.copy_from_slice(&[x, y, z]);
     }
-    (bad & u32::from(INVALID) == 0).then_some(out)
+    // Then three digits and the `=`: two bytes, and two bits that must be
+    // zero (set, they are not the canonical encoding).
+    let (a, b, c) = (digit(40), digit(41), digit(42));
+    bad |= a | b | c;
+    let [_, x, y, _] = ((a << 18) | (b << 12) | (c << 6)).to_be_bytes();
+    out[30] = x;
+    out[31] = y;
+    (bad & u32::from(INVALID) == 0 && c & 0b11 == 0).then_some(out)
 }
 
 /// Standard padded base64.
