@@ -683,8 +683,8 @@ mod tests {
     fn base64_decodes_only_32_bytes() {
         let b = encode_base64(&[7u8; 32]);
         assert_eq!(decode_base64_32(&b), Some([7u8; 32]));
-        assert_eq!(decode_base64_32(&encode_base64(&[7u8; 31])), None);
-        assert_eq!(decode_base64_32(&encode_base64(&[7u8; 33])), None);
+        assert_eq!(decode_base64_32(encode_base64(&[7u8; 31])), None);
+        assert_eq!(decode_base64_32(encode_base64(&[7u8; 33])), None);
         assert_eq!(decode_base64_32("not base64!"), None);
     }
 
