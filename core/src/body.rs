@@ -1,6 +1,6 @@
 //! Collecting a request body up to the receiver's limit, as the adapters do.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use crate::Rejection;
 
@@ -66,6 +66,21 @@ impl BodyCollector {
             Some(_) => self.rest.push(chunk),
         }
         Ok(())
+    }
+
+    /// Adds the next chunk from any [`Buf`] (an HTTP body's frame data):
+    /// checked against the limit before it is turned into [`Bytes`], which
+    /// copies a `Buf` that is not already one.
+    ///
+    /// # Errors
+    ///
+    /// As [`push`](Self::push).
+    pub fn push_buf(&mut self, mut data: impl Buf) -> Result<(), Rejection> {
+        let len = data.remaining();
+        if self.read.saturating_add(len) > self.limit {
+            return Err(Rejection::PayloadTooLarge { limit: self.limit });
+        }
+        self.push(data.copy_to_bytes(len))
     }
 
     /// The bytes read so far.

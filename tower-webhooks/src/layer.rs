@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use axum_core::body::Body;
 use axum_core::extract::DefaultBodyLimit;
-use bytes::{Buf as _, Bytes};
+use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use tower_layer::Layer;
@@ -175,13 +175,8 @@ where
     while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
         let frame = frame.map_err(|_| Rejection::BodyRead)?;
         // Trailers carry nothing that is verified.
-        if let Ok(mut data) = frame.into_data() {
-            let len = data.remaining();
-            if collected.len().saturating_add(len) > limit {
-                // Refused before the (possibly copying) conversion.
-                return Err(Rejection::PayloadTooLarge { limit });
-            }
-            collected.push(data.copy_to_bytes(len))?;
+        if let Ok(data) = frame.into_data() {
+            collected.push_buf(data)?;
         }
     }
     Ok(collected.finish())

@@ -139,7 +139,19 @@ impl ClaimToken {
     /// The token as 32 lowercase hex digits, as the backends store it.
     #[must_use]
     pub fn to_hex(self) -> String {
-        format!("{:032x}", self.as_u128())
+        self.hex_digits().iter().map(|&d| char::from(d)).collect()
+    }
+
+    /// [`to_hex`](Self::to_hex)'s digits, on the stack (the Redis store
+    /// writes them into its command buffer).
+    pub(crate) fn hex_digits(self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        for (i, pair) in out.chunks_exact_mut(2).enumerate() {
+            let byte = self.0[i / 8].to_be_bytes()[i % 8];
+            pair[0] = crate::scheme::HEX_DIGITS[usize::from(byte >> 4)];
+            pair[1] = crate::scheme::HEX_DIGITS[usize::from(byte & 0x0f)];
+        }
+        out
     }
 
     /// Parses the 32-hex-digit form.

@@ -371,7 +371,7 @@ impl RedisStore {
             .arg(script.get_hash())
             .arg(1)
             .arg(PrefixedKey(&self.prefix, key))
-            .arg(&hex_token(token)[..]);
+            .arg(&token.hex_digits()[..]);
         for millis in millis {
             cmd.arg(*millis);
         }
@@ -436,18 +436,6 @@ impl redis::ToRedisArgs for PrefixedKey<'_> {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
         out.write_arg_fmt(self);
     }
-}
-
-/// The token as 32 lowercase hex digits (as `ClaimToken::to_hex`), on the stack.
-fn hex_token(token: ClaimToken) -> [u8; 32] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let value = token.as_u128();
-    let mut out = [0u8; 32];
-    for (i, digit) in out.iter_mut().enumerate() {
-        let shift = 124 - 4 * i;
-        *digit = DIGITS[((value >> shift) & 0xf) as usize];
-    }
-    out
 }
 
 /// The longest span given to a script: 100 years, so that the deadlines
@@ -540,7 +528,8 @@ mod tests {
             ClaimToken::from_u128(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210),
             ClaimToken::random(),
         ] {
-            assert_eq!(hex_token(token), token.to_hex().as_bytes());
+            assert_eq!(token.hex_digits(), token.to_hex().as_bytes());
+            assert_eq!(token.to_hex(), format!("{:032x}", token.as_u128()));
         }
         assert_eq!(
             PrefixedKey("dedup:", "ns:s:id").to_string(),

@@ -385,14 +385,16 @@ fn hex_digit(c: u8) -> Option<u8> {
 
 /// Lowercase hex, as every hex-signing provider sends it.
 pub(crate) fn encode_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        out.push(char::from(HEX_DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(HEX_DIGITS[usize::from(b & 0x0f)]));
     }
     out
 }
+
+/// Lowercase hex digits by value.
+pub(crate) const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// Each byte's value as a standard base64 digit, or `INVALID`.
 const BASE64_DIGITS: [u8; 256] = {

@@ -195,40 +195,6 @@ fn header<'h>(
     Err(VerifyError::MissingHeader(shown[0]))
 }
 
-/// Decoded 32-byte tags: two inline, more spilled to a vector.
-#[derive(Default)]
-struct Tags {
-    inline: [[u8; 32]; 2],
-    len: usize,
-    spilled: Vec<[u8; 32]>,
-}
-
-impl Tags {
-    fn push(&mut self, tag: [u8; 32]) {
-        if self.len < self.inline.len() {
-            self.inline[self.len] = tag;
-        } else {
-            if self.spilled.is_empty() {
-                self.spilled.extend_from_slice(&self.inline);
-            }
-            self.spilled.push(tag);
-        }
-        self.len += 1;
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn as_slice(&self) -> &[[u8; 32]] {
-        if self.spilled.is_empty() {
-            &self.inline[..self.len]
-        } else {
-            &self.spilled
-        }
-    }
-}
-
 /// Writes `{id}.{timestamp}.{body}` into the MAC, without concatenating.
 fn feed(mac: &mut HmacSha256, id: &str, timestamp: &[u8], body: &[u8]) {
     mac.update(id.as_bytes());
@@ -284,9 +250,8 @@ impl Verifier for StandardWebhooks {
         check_timestamp(timestamp, now, self.tolerance)?;
         let ts_text = ts_trimmed.as_bytes();
 
-        // Decoded `v1` tags: the usual one or two on the stack, more (a
-        // sender rotating through several secrets) in a vector.
-        let mut v1 = Tags::default();
+        let mut v1: [[u8; 32]; MAX_ENTRIES] = [[0; 32]; MAX_ENTRIES];
+        let mut n_v1 = 0;
         // Distinct well-formed v1a signatures, as many as the check budget allows.
         #[cfg(feature = "ed25519")]
         let v1a_limit = (MAX_V1A_CHECKS / self.public_keys.len().max(1)).max(1);
@@ -311,7 +276,8 @@ impl Verifier for StandardWebhooks {
                 b"v1" if !self.secrets.is_empty() => {
                     // A signature that does not decode to exactly 32 bytes can never match.
                     if let Some(tag) = decode_base64_32(sig) {
-                        v1.push(tag);
+                        v1[n_v1] = tag;
+                        n_v1 += 1;
                     }
                 }
                 #[cfg(feature = "ed25519")]
@@ -332,7 +298,7 @@ impl Verifier for StandardWebhooks {
                 _ => {}
             }
         }
-        if v1.is_empty() && v1a.is_empty() {
+        if n_v1 == 0 && v1a.is_empty() {
             if entries == 0 {
                 return Err(VerifyError::malformed(sig_name, "no signatures"));
             }
@@ -348,9 +314,9 @@ impl Verifier for StandardWebhooks {
             scope: None,
             identity: Identity::SignedId,
         };
-        if !v1.is_empty()
+        if n_v1 > 0
             && let Some(index) =
-                (self.secrets).first_match_any(v1.as_slice(), |mac| feed(mac, id, ts_text, body))
+                (self.secrets).first_match_any(&v1[..n_v1], |mac| feed(mac, id, ts_text, body))
         {
             return Ok(verified(MatchedKey::Secret(index)));
         }
