@@ -272,20 +272,36 @@ impl Receiver {
     ///
     /// Every [`Rejection`] the table above lists before the handler.
     pub async fn admit(&self, head: RequestHead<'_>, body: Bytes) -> Result<Admission, Rejection> {
-        let inner = &self.inner;
-        let now = (inner.clock)();
-        let headers = head.headers;
-        let scheme = inner.verifier.scheme();
-        let observer = Observer {
-            signals: Arc::clone(&inner.signals),
-            scheme,
-        };
+        let now = (self.inner.clock)();
         let verify_started = Instant::now();
         // A verifier that needs no I/O answers at once, without a boxed future.
-        let result = match inner.verifier.verify_ready(head, &body, now) {
-            Some(result) => result,
-            None => inner.verifier.verify_request(head, &body, now).await,
+        // (`if let` and `let … else`: no answer is kept across an await.)
+        let result = if let Some(result) = self.inner.verifier.verify_ready(head, &body, now) {
+            result
+        } else {
+            self.inner.verifier.verify_request(head, &body, now).await
         };
+        // What follows verification is synchronous unless the store (or the
+        // inbox) must be awaited: then its state is boxed, so that this
+        // future (carried in every request's) stays small.
+        let admitting = match self.after_verify(result, verify_started, head.headers, body) {
+            Step::Done(admitted) => return admitted,
+            Step::Wait(admitting) => admitting,
+        };
+        admitting.await
+    }
+
+    /// Everything [`admit`](Self::admit) does once the verifier answered:
+    /// signals and span fields, the dedup id, then the inbox or the claim.
+    fn after_verify<'a>(
+        &'a self,
+        result: Result<Verified, crate::VerifyError>,
+        verify_started: Instant,
+        headers: &'a HeaderMap,
+        body: Bytes,
+    ) -> Step<'a> {
+        let inner = &self.inner;
+        let scheme = inner.verifier.scheme();
         let verified = match result {
             Ok(verified) => {
                 let took = verify_started.elapsed();
@@ -296,8 +312,12 @@ impl Receiver {
                 inner
                     .signals
                     .verify_failed(scheme, verify_started.elapsed());
-                return Err(error.into());
+                return Step::Done(Err(error.into()));
             }
+        };
+        let observer = Observer {
+            signals: Arc::clone(&inner.signals),
+            scheme,
         };
         let span = tracing::Span::current();
         span.record("scheme", verified.scheme);
@@ -314,25 +334,54 @@ impl Receiver {
             // Inbox mode: the inbox's unique key is the dedup; workers run the handler.
             let (ns, retry) = (&inner.namespace, inner.store_retry_after);
             let id = id.map(std::borrow::Cow::into_owned);
-            // Boxed: this path's future would otherwise size every request's.
-            let stored = Box::pin(inbox.store(ns, id, verified, headers, body, retry));
-            return Err(stored.await);
+            let stored = inbox.store(ns, id, verified, headers, body, retry);
+            return Step::Wait(Box::pin(async move { Err(stored.await) }));
         }
-        let Some(store) = &inner.store else {
-            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
-        };
-        let Some(id) = id else {
-            return Ok(Admission::unclaimed(Delivery::new(verified, None, body)).observed(observer));
+        let (Some(store), Some(id)) = (&inner.store, id) else {
+            return Step::Done(Ok(Admission::unclaimed(Delivery::new(
+                verified, None, body,
+            ))
+            .observed(observer)));
         };
         let key = store_key(&inner.namespace, verified.dedup_key(&inner.namespace, &id));
-        let token = ClaimToken::random();
-        let claim_started = Instant::now();
-        // A store that needs no I/O answers at once, without a boxed future.
-        let claimed = match store.claim_ready(&key, token, inner.lease) {
-            Some(claimed) => claimed,
-            None => (**store).claim(&key, token, inner.lease).await,
+        let claiming = Claiming {
+            verified,
+            key,
+            token: ClaimToken::random(),
+            body,
+            observer,
+            started: Instant::now(),
         };
-        inner.signals.claimed(scheme, claim_started.elapsed());
+        // A store that needs no I/O answers at once, without a boxed future.
+        match store.claim_ready(&claiming.key, claiming.token, inner.lease) {
+            Some(claimed) => Step::Done(self.claimed(store, claimed, claiming)),
+            None => Step::Wait(Box::pin(async move {
+                let claimed = (**store)
+                    .claim(&claiming.key, claiming.token, inner.lease)
+                    .await;
+                self.claimed(store, claimed, claiming)
+            })),
+        }
+    }
+
+    /// The store's answer to a claim, as an admission or a rejection.
+    fn claimed(
+        &self,
+        store: &Arc<dyn DedupStore>,
+        claimed: Result<Claim, StoreError>,
+        claiming: Claiming,
+    ) -> Result<Admission, Rejection> {
+        let inner = &self.inner;
+        let Claiming {
+            verified,
+            key,
+            token,
+            body,
+            observer,
+            started,
+        } = claiming;
+        let scheme = observer.scheme;
+        inner.signals.claimed(scheme, started.elapsed());
         if claimed.is_err() {
             inner.signals.store_error(scheme, StoreOp::Claim);
         }
@@ -542,6 +591,24 @@ pub(crate) fn store_key(namespace: &str, key: String) -> String {
     out
 }
 
+/// Where [`Receiver::admit`] stands once the verifier answered.
+enum Step<'a> {
+    /// Admitted or refused without waiting.
+    Done(Result<Admission, Rejection>),
+    /// The store or the inbox must be awaited.
+    Wait(Pin<Box<dyn Future<Output = Result<Admission, Rejection>> + Send + 'a>>),
+}
+
+/// A verified delivery on its way through the store's claim.
+struct Claiming {
+    verified: Verified,
+    key: String,
+    token: ClaimToken,
+    body: Bytes,
+    observer: Observer,
+    started: Instant,
+}
+
 /// A verified delivery and, when deduplicated, the claim on it.
 ///
 /// Settle it with [`run`](Self::run) or through its [`ClaimGuard`]; dropping
@@ -611,7 +678,7 @@ impl Admission {
     {
         let Self {
             delivery,
-            mut claim,
+            claim,
             observer,
         } = self;
         let handler_started = Instant::now();
@@ -621,77 +688,160 @@ impl Admission {
             Ok(fut) => Either::Left(AssertUnwindSafe(fut).catch_unwind()),
             Err(panic) => Either::Right(std::future::ready(Err(panic))),
         };
-        async move {
-            let mut outcome = std::pin::pin!(outcome);
-            let outcome = match claim.as_mut() {
-                // Renewal starts only if the handler outlives one renewal interval:
-                // a quick handler costs a timer, not a task.
-                // A handler that answers on its first poll needs no timer at all.
-                Some(guard) => {
-                    match std::future::poll_fn(|cx| Poll::Ready(outcome.as_mut().poll(cx))).await {
-                        Poll::Ready(output) => output,
-                        Poll::Pending => {
-                            let beat = std::pin::pin!(tokio::time::sleep(guard.renewal_interval()));
-                            match futures_util::future::select(outcome.as_mut(), beat).await {
-                                Either::Left((output, _)) => output,
-                                Either::Right(((), _)) => {
-                                    guard.start_renewal();
-                                    outcome.await
-                                }
-                            }
-                        }
-                    }
+        Running {
+            outcome,
+            claim,
+            observer,
+            status_of: Some(status_of),
+            handler_started,
+            beat: None,
+            renewing: false,
+            settling: None,
+        }
+    }
+
+    /// What [`run`](Self::run) does once the handler's future answered:
+    /// signals, span fields and the log line, then the settlement to await,
+    /// if any (a release, or a completion the store cannot answer at once).
+    fn handled<T>(
+        claim: Option<ClaimGuard>,
+        observer: Option<&Observer>,
+        handler_started: Instant,
+        outcome: Result<T, Box<dyn std::any::Any + Send>>,
+        status_of: impl FnOnce(&T) -> u16,
+    ) -> (Result<T, Rejection>, Option<Settling>) {
+        let span = tracing::Span::current();
+        match outcome {
+            Ok(output) => {
+                let status = status_of(&output);
+                if let Some(o) = observer {
+                    o.signals
+                        .handled(o.scheme, Some(status), handler_started.elapsed());
                 }
-                None => outcome.await,
-            };
-            let span = tracing::Span::current();
-            match outcome {
-                Ok(output) => {
-                    let status = status_of(&output);
-                    if let Some(o) = &observer {
-                        o.signals
-                            .handled(o.scheme, Some(status), handler_started.elapsed());
-                    }
-                    span.record("status", status);
-                    let success = (200..300).contains(&status);
-                    if !success {
-                        tracing::warn!(
-                            status,
-                            "webhook handler did not succeed; claim released for the sender's retry"
-                        );
-                    }
-                    span.record(
-                        "outcome",
-                        if success {
-                            "processed"
-                        } else {
-                            "handler_failed"
-                        },
+                span.record("status", status);
+                let success = (200..300).contains(&status);
+                if !success {
+                    tracing::warn!(
+                        status,
+                        "webhook handler did not succeed; claim released for the sender's retry"
                     );
-                    if let Some(mut claim) = claim {
-                        // The settle futures are boxed: a store that answers
-                        // at once needs neither, and they would otherwise
-                        // size every request's future.
-                        if !success {
-                            Box::pin(claim.release()).await;
-                        } else if claim.complete_ready().is_none() {
-                            Box::pin(claim.complete()).await;
-                        }
-                    }
-                    Ok(output)
                 }
-                Err(_) => {
-                    if let Some(o) = &observer {
-                        o.signals.handled(o.scheme, None, handler_started.elapsed());
+                span.record(
+                    "outcome",
+                    if success {
+                        "processed"
+                    } else {
+                        "handler_failed"
+                    },
+                );
+                // The settle futures are boxed: a store that answers at once
+                // needs neither, and they would otherwise size every
+                // request's future.
+                let settling = claim.and_then(|mut claim| -> Option<Settling> {
+                    if !success {
+                        Some(Box::pin(claim.release()))
+                    } else if claim.complete_ready().is_none() {
+                        Some(Box::pin(claim.complete()))
+                    } else {
+                        None
                     }
-                    tracing::error!("webhook handler panicked; claim released");
-                    if let Some(claim) = claim {
-                        Box::pin(claim.release()).await;
-                    }
-                    Err(Rejection::HandlerPanicked)
+                });
+                (Ok(output), settling)
+            }
+            Err(_) => {
+                if let Some(o) = observer {
+                    o.signals.handled(o.scheme, None, handler_started.elapsed());
                 }
+                tracing::error!("webhook handler panicked; claim released");
+                let settling = claim.map(|claim| -> Settling { Box::pin(claim.release()) });
+                (Err(Rejection::HandlerPanicked), settling)
             }
         }
+    }
+}
+
+/// A claim's release or completion under way.
+type Settling = Pin<Box<dyn Future<Output = bool> + Send>>;
+
+pin_project_lite::pin_project! {
+    /// The future of [`Admission::run`]: the handler's, then the settlement.
+    ///
+    /// Written out rather than as an `async` block, whose state would hold
+    /// the handler's future twice (captured, then pinned) and lay its
+    /// suspend points out side by side: this is a fifth of its size, and it
+    /// sizes every request's future.
+    struct Running<H, S, T> {
+        #[pin]
+        outcome: H,
+        claim: Option<ClaimGuard>,
+        observer: Option<Observer>,
+        // Taken when the handler answered.
+        status_of: Option<S>,
+        handler_started: Instant,
+        // Armed when the handler did not answer on its first poll: renewal
+        // starts if it fires first (boxed: most handlers never need it).
+        beat: Option<Pin<Box<tokio::time::Sleep>>>,
+        renewing: bool,
+        // The settlement being awaited, and the output it holds back
+        // (boxed: only a release or a store that must be awaited needs it).
+        settling: Option<Box<(Settling, Option<Result<T, Rejection>>)>>,
+    }
+}
+
+impl<H, S, T> Future for Running<H, S, T>
+where
+    H: Future<Output = Result<T, Box<dyn std::any::Any + Send>>>,
+    S: FnOnce(&T) -> u16,
+{
+    type Output = Result<T, Rejection>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Some(settling) = this.settling.as_mut() {
+            let (settle, output) = &mut **settling;
+            std::task::ready!(settle.as_mut().poll(cx));
+            let output = output.take().expect("Running polled after completion");
+            *this.settling = None;
+            return Poll::Ready(output);
+        }
+        let outcome = match this.outcome.poll(cx) {
+            Poll::Ready(outcome) => outcome,
+            Poll::Pending => {
+                // Renewal starts only if the handler outlives one renewal
+                // interval: a quick handler costs a timer, not a task, and
+                // one that answers on its first poll not even the timer.
+                if let Some(guard) = this.claim.as_mut().filter(|_| !*this.renewing) {
+                    let beat = this.beat.get_or_insert_with(|| {
+                        Box::pin(tokio::time::sleep(guard.renewal_interval()))
+                    });
+                    if beat.as_mut().poll(cx).is_ready() {
+                        guard.start_renewal();
+                        *this.renewing = true;
+                        *this.beat = None;
+                    }
+                }
+                return Poll::Pending;
+            }
+        };
+        *this.beat = None;
+        let status_of = this
+            .status_of
+            .take()
+            .expect("Running polled after completion");
+        let (output, settling) = Admission::handled(
+            this.claim.take(),
+            this.observer.as_ref(),
+            *this.handler_started,
+            outcome,
+            status_of,
+        );
+        if let Some(mut settling) = settling
+            && settling.as_mut().poll(cx).is_pending()
+        {
+            *this.settling = Some(Box::new((settling, Some(output))));
+            return Poll::Pending;
+        }
+        Poll::Ready(output)
     }
 }
 
