@@ -275,7 +275,8 @@ impl Receiver {
         let now = (self.inner.clock)();
         let verify_started = Instant::now();
         // A verifier that needs no I/O answers at once, without a boxed future.
-        // (`if let` and `let … else`: no answer is kept across an await.)
+        // (`if let`, and `match` inside a `let`: neither the verifier's
+        // answer nor the step is kept across an await.)
         let result = if let Some(result) = self.inner.verifier.verify_ready(head, &body, now) {
             result
         } else {
@@ -722,7 +723,6 @@ impl Admission {
             status_of: Some(status_of),
             handler_started,
             beat: None,
-            renewing: false,
             settling: None,
         }
     }
@@ -808,10 +808,9 @@ pin_project_lite::pin_project! {
         // Armed when the handler did not answer on its first poll: renewal
         // starts if it fires first (boxed: most handlers never need it).
         beat: Option<Pin<Box<tokio::time::Sleep>>>,
-        renewing: bool,
         // The settlement being awaited, and the output it holds back
         // (boxed: only a release or a store that must be awaited needs it).
-        settling: Option<Box<(Settling, Option<Result<T, Rejection>>)>>,
+        settling: Option<Box<(Settling, Result<T, Rejection>)>>,
     }
 }
 
@@ -825,11 +824,10 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         if let Some(settling) = this.settling.as_mut() {
-            let (settle, output) = &mut **settling;
-            std::task::ready!(settle.as_mut().poll(cx));
-            let output = output.take().expect("Running polled after completion");
-            *this.settling = None;
-            return Poll::Ready(output);
+            std::task::ready!(settling.0.as_mut().poll(cx));
+            if let Some(settled) = this.settling.take() {
+                return Poll::Ready(settled.1);
+            }
         }
         let outcome = match this.outcome.poll(cx) {
             Poll::Ready(outcome) => outcome,
@@ -837,13 +835,12 @@ where
                 // Renewal starts only if the handler outlives one renewal
                 // interval: a quick handler costs a timer, not a task, and
                 // one that answers on its first poll not even the timer.
-                if let Some(guard) = this.claim.as_mut().filter(|_| !*this.renewing) {
+                if let Some(guard) = this.claim.as_mut().filter(|g| !g.renewing()) {
                     let beat = this.beat.get_or_insert_with(|| {
                         Box::pin(tokio::time::sleep(guard.renewal_interval()))
                     });
                     if beat.as_mut().poll(cx).is_ready() {
                         guard.start_renewal();
-                        *this.renewing = true;
                         *this.beat = None;
                     }
                 }
@@ -865,7 +862,7 @@ where
         if let Some(mut settling) = settling
             && settling.as_mut().poll(cx).is_pending()
         {
-            *this.settling = Some(Box::new((settling, Some(output))));
+            *this.settling = Some(Box::new((settling, output)));
             return Poll::Pending;
         }
         Poll::Ready(output)
@@ -994,6 +991,11 @@ impl ClaimGuard {
         // The first try runs here (or, if this future is dropped first, as
         // a runtime task); retries of a failed one run as a runtime task.
         Detached::new(settle.complete()).await.unwrap_or(false)
+    }
+
+    /// Whether the lease renewal runs.
+    fn renewing(&self) -> bool {
+        self.settle.as_ref().is_some_and(|s| s.renewal.is_some())
     }
 
     /// Completes at once, when the store answers without I/O (the
