@@ -3,10 +3,10 @@
 use std::fmt;
 
 use actix_web::http::StatusCode;
-use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use bytes::Bytes;
-use webhooks_core::{ExtractError, Receiver, Rejection};
+use webhooks_core::{DUPLICATE_HEADER, ExtractError, Receiver, Rejection, ResponseParts};
 
 /// A [`Rejection`] as an actix-web error: its status and response are the ones
 /// core renders ([`Rejection::to_response`]), byte for byte.
@@ -15,13 +15,13 @@ use webhooks_core::{ExtractError, Receiver, Rejection};
 /// response, not an error, except after a handler panic (the request went down
 /// with the handler, so there is no request left to build a `ServiceResponse`
 /// from): then the middleware returns this error, rendered with the
-/// [`Receiver`](webhooks_core::Receiver)'s `on_reject` response if one is set.
+/// [`Receiver`](crate::Receiver)'s `on_reject` response if one is set.
 /// Every response it renders carries the [`Rejection`] in its extensions.
 ///
 /// ```
 /// use actix_web::ResponseError;
 /// use actix_webhooks::WebhookRejection;
-/// use webhooks_core::Rejection;
+/// use actix_webhooks::core::Rejection;
 ///
 /// let error = WebhookRejection::new(Rejection::Duplicate);
 /// assert_eq!(error.status_code(), 200);
@@ -171,6 +171,31 @@ pub(crate) fn rejection_response(
     response: &http::Response<Bytes>,
 ) -> HttpResponse {
     let mut response = to_actix(response);
+    response.extensions_mut().insert(rejection.clone());
+    response
+}
+
+/// The library's own rejection response ([`ResponseParts`]), built as
+/// actix's directly, carrying `rejection` in its extensions.
+pub(crate) fn parts_response(rejection: &Rejection, parts: ResponseParts) -> HttpResponse {
+    let status =
+        StatusCode::from_u16(parts.status.as_u16()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = HttpResponse::with_body(status, parts.body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(parts.content_type),
+    );
+    if let Some(secs) = parts.retry_after_secs {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if parts.duplicate {
+        headers.insert(
+            HeaderName::from_static(DUPLICATE_HEADER),
+            HeaderValue::from_static("true"),
+        );
+    }
+    let mut response = response.map_into_boxed_body();
     response.extensions_mut().insert(rejection.clone());
     response
 }

@@ -39,7 +39,7 @@ pub struct VerifiedWebhook<T>(pub T);
 /// [`Event::Unknown`] for one it does not, which your handler acknowledges
 /// with a 2xx instead of a `422` the sender would retry for days. A known
 /// type whose data does not fit is a `422` naming the field. The enum shapes
-/// are in [`webhooks_core::event`].
+/// are in [`core::event`](crate::core::event).
 ///
 /// ```
 /// use actix_web::HttpResponse;

@@ -1,17 +1,148 @@
 //! The dead-letter admin API as an actix scope (feature `inbox-admin`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, Scope, web};
-use webhooks_core::inbox::{Inbox, admin};
+use webhooks_core::inbox::Inbox;
+use webhooks_core::inbox::admin::{self, Access, AdminConfig, AdminRequest};
+
+type Authorize = dyn Fn(&HttpRequest) -> Access + Send + Sync;
 
 /// The inbox's dead-letter admin API (list, inspect, replay, discard, stats,
-/// purge — see [`webhooks_core::inbox::admin`]) as a scope at `path`,
-/// answering JSON. Mount it **behind your own authentication**:
+/// purge, pause and resume processing — see [`core::inbox::admin`](crate::core::inbox::admin)),
+/// configured here and mounted with [`scope`](Self::scope) (or
+/// [`inbox_admin`] for the defaults). Who may read and act is your
+/// [`authorize`](Self::authorize) hook's decision (the console's); without
+/// one, mount it **behind your own authentication**.
 ///
 /// ```no_run
-/// # fn run(inbox: std::sync::Arc<dyn webhooks_core::inbox::Inbox>) {
+/// # fn run(inbox: std::sync::Arc<dyn actix_webhooks::core::inbox::Inbox>) {
+/// use std::time::Duration;
+/// use actix_web::App;
+/// use actix_webhooks::InboxAdmin;
+/// use actix_webhooks::core::inbox::admin::Access;
+///
+/// let admin = InboxAdmin::new(inbox)
+///     .min_purge_age(Duration::from_secs(3 * 24 * 3600)) // the inbox's retention
+///     .authorize(|request| match request.headers().get("x-ops-user") {
+///         // e.g. set by an authenticating proxy that strips it from outside requests
+///         Some(user) => Access::ReadOnly(user.to_str().unwrap_or("?").to_owned()),
+///         None => Access::Deny,
+///     });
+/// let app = App::new().service(admin.scope("/admin/inbox"));
+/// # let _ = app; }
+/// ```
+#[derive(Clone)]
+pub struct InboxAdmin {
+    inbox: Arc<dyn Inbox>,
+    config: AdminConfig,
+    authorize: Option<Arc<Authorize>>,
+}
+
+impl std::fmt::Debug for InboxAdmin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboxAdmin")
+            .field("config", &self.config)
+            .field("authorize", &self.authorize.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl InboxAdmin {
+    /// The admin API of `inbox`, with core's defaults and no `authorize`
+    /// hook (every request served: mount it behind your authentication).
+    #[must_use]
+    pub fn new(inbox: Arc<dyn Inbox>) -> Self {
+        Self::from_core(inbox, AdminConfig::default())
+    }
+
+    /// The admin API of `inbox`, configured in core.
+    #[must_use]
+    pub fn from_core(inbox: Arc<dyn Inbox>, config: AdminConfig) -> Self {
+        Self {
+            inbox,
+            config,
+            authorize: None,
+        }
+    }
+
+    /// The smallest `older_than` a purge accepts without `force=true`
+    /// (default: the inbox's default retention, 7 days); see
+    /// [`AdminConfig::min_purge_age`].
+    #[must_use]
+    pub fn min_purge_age(mut self, age: Duration) -> Self {
+        self.config = self.config.min_purge_age(age);
+        self
+    }
+
+    /// Accepts state-changing requests whose `Origin` is exactly `origin`,
+    /// besides the request's own host; see [`AdminConfig::allow_origin`].
+    #[must_use]
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.config = self.config.allow_origin(origin);
+        self
+    }
+
+    /// Decides, for each request, whether it is an admin's (may do
+    /// everything), a read-only user's (`GET`s only) or denied (`403`).
+    #[must_use]
+    pub fn authorize(
+        mut self,
+        decide: impl Fn(&HttpRequest) -> Access + Send + Sync + 'static,
+    ) -> Self {
+        self.authorize = Some(Arc::new(decide));
+        self
+    }
+
+    /// The admin API as a scope at `path` (a fixed path, such as
+    /// `/admin/inbox`).
+    pub fn scope(self, path: &str) -> Scope {
+        let mount = path.trim_end_matches('/').to_owned();
+        web::scope(path).default_service(web::to(move |req: HttpRequest| {
+            let this = self.clone();
+            let mount = mount.clone();
+            async move {
+                let access = this.authorize.as_ref().map(|decide| decide(&req));
+                let method = http::Method::from_bytes(req.method().as_str().as_bytes())
+                    .unwrap_or(http::Method::GET);
+                let mut headers = http::HeaderMap::new();
+                for (name, value) in req.headers() {
+                    if let (Ok(name), Ok(value)) = (
+                        http::HeaderName::from_bytes(name.as_str().as_bytes()),
+                        http::HeaderValue::from_bytes(value.as_bytes()),
+                    ) {
+                        headers.append(name, value);
+                    }
+                }
+                let relative = req.path().strip_prefix(&mount).unwrap_or(req.path());
+                let query = (!req.query_string().is_empty()).then(|| req.query_string());
+                let host = req.uri().authority().map(|a| a.as_str().to_owned());
+                let request =
+                    AdminRequest::new(&method, relative, query, &headers).host(host.as_deref());
+                let answer = admin::handle(&*this.inbox, &this.config, access, request).await;
+                let status = StatusCode::from_u16(answer.status.as_u16())
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let mut response = HttpResponse::build(status);
+                if answer.body.is_null() {
+                    response.finish()
+                } else {
+                    response
+                        .content_type("application/json")
+                        .body(answer.body_bytes())
+                }
+            }
+        }))
+    }
+}
+
+/// The admin API of `inbox` with the defaults (no `authorize` hook) as a
+/// scope at `path`. Mount it **behind your own authentication**, or
+/// configure an [`InboxAdmin`]:
+///
+/// ```no_run
+/// # fn run(inbox: std::sync::Arc<dyn actix_webhooks::core::inbox::Inbox>) {
 /// use actix_web::App;
 ///
 /// let app = App::new().service(actix_webhooks::inbox_admin("/admin/inbox", inbox));
@@ -19,26 +150,5 @@ use webhooks_core::inbox::{Inbox, admin};
 /// # let _ = app; }
 /// ```
 pub fn inbox_admin(path: &str, inbox: Arc<dyn Inbox>) -> Scope {
-    let mount = path.trim_end_matches('/').to_owned();
-    web::scope(path).default_service(web::to(move |req: HttpRequest| {
-        let inbox = Arc::clone(&inbox);
-        let mount = mount.clone();
-        async move {
-            let relative = req.path().strip_prefix(&mount).unwrap_or(req.path());
-            let method = http::Method::from_bytes(req.method().as_str().as_bytes())
-                .unwrap_or(http::Method::GET);
-            let query = (!req.query_string().is_empty()).then(|| req.query_string());
-            let answer = admin::handle(&*inbox, &method, relative, query).await;
-            let status = StatusCode::from_u16(answer.status.as_u16())
-                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let mut response = HttpResponse::build(status);
-            if answer.body.is_null() {
-                response.finish()
-            } else {
-                response
-                    .content_type("application/json")
-                    .body(answer.body_bytes())
-            }
-        }
-    }))
+    InboxAdmin::new(inbox).scope(path)
 }

@@ -8,7 +8,7 @@
 //! ```
 //! use actix_web::{App, HttpResponse, web};
 //! use actix_webhooks::{VerifiedWebhook, Webhooks};
-//! use webhooks_core::scheme::StandardWebhooks;
+//! use actix_webhooks::core::scheme::StandardWebhooks;
 //!
 //! #[derive(serde::Deserialize)]
 //! struct EmailEvent {
@@ -20,7 +20,7 @@
 //!     HttpResponse::NoContent().finish()
 //! }
 //!
-//! # fn main() -> Result<(), webhooks_core::ConfigError> {
+//! # fn main() -> Result<(), actix_webhooks::core::ConfigError> {
 //! let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 //! let webhooks = Webhooks::new(StandardWebhooks::new(secret)?); // in-process dedup by default
 //! let app = App::new()
@@ -38,10 +38,10 @@
 //!
 //! All decisions (statuses, `Retry-After`, the duplicate marker, when a claim
 //! is completed or released, catching a handler's panic) are made by
-//! [`webhooks_core::Receiver`]; this crate only reads the body and translates
+//! [`Receiver`]; this crate only reads the body and translates
 //! requests and responses, so it answers exactly as `tower-webhooks` does.
 //! Configure the pipeline with
-//! [`Receiver::builder`](webhooks_core::Receiver::builder) and pass it to
+//! [`Receiver::builder`](crate::Receiver::builder) and pass it to
 //! [`Webhooks::from_receiver`].
 //!
 //! The handler still sees the exact body: `web::Bytes`, `String` and
@@ -51,20 +51,26 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "console")]
+mod console;
 mod error;
 mod extract;
 #[cfg(feature = "inbox-admin")]
 mod inbox_admin;
+mod inbox_route;
 mod middleware;
 pub mod testing;
 
+#[cfg(feature = "console")]
+pub use console::{Console, console};
 pub use error::{ExtractRejection, WebhookRejection};
 pub use extract::{RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
 #[cfg(feature = "inbox-admin")]
-pub use inbox_admin::inbox_admin;
+pub use inbox_admin::{InboxAdmin, inbox_admin};
+pub use inbox_route::inbox_route;
 pub use middleware::{Webhooks, WebhooksMiddleware};
 pub use webhooks_core::event::Event;
-pub use webhooks_core::{self as core, Delivery, Receiver, Rejection, Verified};
+pub use webhooks_core::{self as core, ConfigError, Delivery, Receiver, Rejection, Verified};
 
 #[cfg(test)]
 mod tests;

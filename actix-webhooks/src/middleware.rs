@@ -1,5 +1,6 @@
 //! The middleware and its service.
 
+use std::cell::Cell;
 use std::fmt;
 use std::future::{Ready, ready};
 use std::rc::Rc;
@@ -8,15 +9,17 @@ use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{
     Extensions, Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready,
 };
+use actix_web::http::header::HeaderMap;
 use actix_web::{Error, HttpMessage as _, web};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use futures_util::future::LocalBoxFuture;
+use webhooks_core::headers::{CopiedOnDemand, ForeignHeaders, NotText};
 use webhooks_core::{
     BodyCollector, Delivery, Incoming, Receiver, Rejection, RequestHead, RequestVerifier,
 };
 
-use crate::error::{WebhookRejection, rejection_response};
+use crate::error::{WebhookRejection, parts_response, rejection_response};
 
 /// Verifies, deduplicates and guards every request to the wrapped service.
 ///
@@ -39,9 +42,9 @@ use crate::error::{WebhookRejection, rejection_response};
 /// ```
 /// use std::time::Duration;
 /// use actix_webhooks::Webhooks;
-/// use webhooks_core::{Receiver, scheme::StandardWebhooks};
+/// use actix_webhooks::core::{Receiver, scheme::StandardWebhooks};
 ///
-/// # fn main() -> Result<(), webhooks_core::ConfigError> {
+/// # fn main() -> Result<(), actix_webhooks::core::ConfigError> {
 /// let verifier = StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?;
 /// // Defaults: 1 MiB limit, in-process dedup.
 /// let webhooks = Webhooks::new(verifier.clone());
@@ -69,9 +72,23 @@ impl fmt::Debug for Webhooks {
 
 impl Webhooks {
     /// The middleware with the default pipeline around `verifier`.
+    ///
+    /// Built again by each actix worker (in `HttpServer::new`'s factory),
+    /// the same `Webhooks::new` call shares one in-process dedup store across
+    /// the workers of the running actix `System` (see
+    /// [`ReceiverBuilder::share_default_store`](webhooks_core::ReceiverBuilder::share_default_store)):
+    /// two retries of one delivery on two workers run the handler once.
+    /// Building a [`Receiver`] yourself inside the factory, call
+    /// `share_default_store` too, or build it once outside and clone it in.
     #[must_use]
+    #[track_caller]
     pub fn new(verifier: impl RequestVerifier + 'static) -> Self {
-        Self::from_receiver(Receiver::new(verifier))
+        let builder = Receiver::builder(verifier);
+        let receiver = match actix_web::rt::System::try_current() {
+            Some(system) => builder.share_default_store(system.id() as u64),
+            None => builder,
+        };
+        Self::from_receiver(receiver.build())
     }
 
     /// The middleware around a configured pipeline.
@@ -149,20 +166,28 @@ where
         let receiver = self.receiver.clone();
         let payload_config = Rc::clone(&self.payload_config);
         Box::pin(async move {
+            let payload = req.extract::<web::Payload>().await;
+            // The headers are read in place: moved out of the request (no
+            // copy) for the pipeline, and put back before the handler runs
+            // or the rejection is answered (`IncomingHead`'s drop).
+            let returned = Rc::new(Cell::new(None));
             let head = IncomingHead {
                 path: req
                     .uri()
                     .path_and_query()
-                    .map_or_else(|| req.path().to_owned(), ToString::to_string),
-                headers: to_http_headers(req.headers()),
+                    .map_or(req.path(), |target| target.as_str())
+                    .to_owned(),
+                headers: CopiedOnDemand::new(ActixHeaders(std::mem::take(req.headers_mut()))),
+                returned: Rc::clone(&returned),
             };
-            let payload = req.extract::<web::Payload>().await;
             let read = read_limited(payload, receiver.body_limit());
             // The request stays here until the handler runs, so that a
             // rejection before it can still be answered with a response.
             let mut waiting = Some(req);
-            let handler = |_: IncomingHead, delivery: Delivery| {
+            let handler = |head: IncomingHead, delivery: Delivery| {
                 let mut req = waiting.take().expect("core runs the handler at most once");
+                drop(head);
+                restore_headers(&mut req, &returned);
                 req.set_payload(Payload::from(delivery.body.clone()));
                 req.add_data_container(payload_config);
                 req.extensions_mut().insert(delivery);
@@ -180,7 +205,10 @@ where
             match receiver.receive(head, read, handler, status).await {
                 Ok(result) => result.map(ServiceResponse::map_into_left_body),
                 Err(r) => match waiting {
-                    Some(req) => Ok(reject(&receiver, req, r)),
+                    Some(mut req) => {
+                        restore_headers(&mut req, &returned);
+                        Ok(reject(&receiver, req, r))
+                    }
                     None => {
                         let response = receiver.rejection_response(&r);
                         Err(WebhookRejection::rendered(r, response).into())
@@ -191,10 +219,13 @@ where
     }
 }
 
-/// What the pipeline sees of an actix request before the handler.
+/// What the pipeline sees of an actix request before the handler: the
+/// request target, and actix's own header map, read in place.
 struct IncomingHead {
     path: String,
-    headers: http::HeaderMap,
+    headers: CopiedOnDemand<ActixHeaders>,
+    /// Where the header map goes when the pipeline is done with this head.
+    returned: Rc<Cell<Option<HeaderMap>>>,
 }
 
 impl Incoming for IncomingHead {
@@ -203,30 +234,62 @@ impl Incoming for IncomingHead {
     }
 }
 
-/// actix's headers (http 0.2) as an http 1.x map. The values are copied
-/// once into one buffer and each is a slice of it: one allocation for all
-/// of them instead of one per value.
-fn to_http_headers(headers: &actix_web::http::header::HeaderMap) -> http::HeaderMap {
-    let total = headers.iter().map(|(_, value)| value.len()).sum();
-    let mut values = bytes::BytesMut::with_capacity(total);
-    for (_, value) in headers {
-        values.extend_from_slice(value.as_bytes());
+impl Drop for IncomingHead {
+    fn drop(&mut self) {
+        let headers = std::mem::take(&mut self.headers.inner_mut().0);
+        self.returned.set(Some(headers));
     }
-    let values = values.freeze();
-    let mut out = http::HeaderMap::with_capacity(headers.len());
-    let mut at = 0;
-    for (name, value) in headers {
-        let range = at..at + value.len();
-        at = range.end;
-        // Valid in http 0.2 is valid in http 1.x: the same grammar.
-        if let (Ok(name), Ok(value)) = (
-            http::HeaderName::from_bytes(name.as_str().as_bytes()),
-            http::HeaderValue::from_maybe_shared(values.slice(range)),
-        ) {
-            out.append(name, value);
+}
+
+/// Puts the request's headers back, once the pipeline dropped its head.
+fn restore_headers(req: &mut ServiceRequest, returned: &Cell<Option<HeaderMap>>) {
+    if let Some(headers) = returned.take() {
+        *req.headers_mut() = headers;
+    }
+}
+
+/// actix's header map (http 0.2) as the pipeline reads headers
+/// ([`ForeignHeaders`]): a name is found by comparing names, without
+/// parsing it into an http 0.2 name (which allocates for names that are not
+/// standard ones, such as `webhook-id`); actix caps a request's headers, so
+/// the scan is bounded.
+struct ActixHeaders(HeaderMap);
+
+impl ForeignHeaders for ActixHeaders {
+    fn get(&self, name: &http::HeaderName) -> Option<&[u8]> {
+        let name = name.as_str();
+        self.0
+            .iter()
+            .find(|(key, _)| key.as_str() == name)
+            .map(|(_, value)| value.as_bytes())
+    }
+
+    fn get_str(&self, name: &http::HeaderName) -> Option<Result<&str, NotText>> {
+        let name = name.as_str();
+        self.0
+            .iter()
+            .find(|(key, _)| key.as_str() == name)
+            .map(|(_, value)| value.to_str().map_err(|_| NotText))
+    }
+
+    fn for_each_value(&self, name: &http::HeaderName, f: &mut dyn FnMut(&[u8])) {
+        let name = name.as_str();
+        for (key, value) in &self.0 {
+            if key.as_str() == name {
+                f(value.as_bytes());
+            }
         }
     }
-    out
+
+    fn for_each(&self, f: &mut dyn FnMut(&str, &[u8])) {
+        for (key, value) in &self.0 {
+            f(key.as_str(), value.as_bytes());
+        }
+    }
+
+    fn len_keys(&self) -> usize {
+        self.0.len_keys()
+    }
 }
 
 /// Reads the payload into a [`BodyCollector`], which refuses a chunk that
@@ -249,42 +312,170 @@ fn reject<B>(
     req: ServiceRequest,
     rejection: Rejection,
 ) -> ServiceResponse<EitherBody<B>> {
-    let response = receiver.rejection_response(&rejection);
-    req.into_response(rejection_response(&rejection, &response))
-        .map_into_right_body()
+    let response = match receiver.rejection_parts(&rejection) {
+        // The library's own response: built as actix's at once.
+        Some(parts) => parts_response(&rejection, parts),
+        None => rejection_response(&rejection, &receiver.rejection_response(&rejection)),
+    };
+    req.into_response(response).map_into_right_body()
 }
 
 #[cfg(test)]
 mod header_tests {
     use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+    use proptest::prelude::*;
+    use webhooks_core::HeaderLookup;
+    use webhooks_core::headers::{CopiedOnDemand, HEADER_VALUES_CAPACITY, copy_header_map};
+
+    use super::ActixHeaders;
+
+    /// What the view answers for `name` (first value, every value) against
+    /// what the http 1.x copy answers, which is what the pipeline read before.
+    fn assert_same(view: &CopiedOnDemand<ActixHeaders>, copy: &http::HeaderMap, name: &str) {
+        let name = http::HeaderName::from_bytes(name.as_bytes()).unwrap();
+        let want_first = copy.get(&name).map(http::HeaderValue::as_bytes);
+        assert_eq!(HeaderLookup::get(view, &name), want_first, "{name}");
+        let want_all: Vec<&[u8]> = copy.get_all(&name).iter().map(|v| v.as_bytes()).collect();
+        let mut got_all = Vec::new();
+        view.for_each_value(&name, &mut |v| got_all.push(v.to_vec()));
+        assert_eq!(got_all, want_all, "{name}");
+    }
 
     #[test]
-    fn every_header_value_survives_the_conversion_in_order() {
+    fn the_view_answers_what_the_copy_answered() {
         let mut headers = HeaderMap::new();
-        let pairs = [
-            ("webhook-id", "msg_1"),
-            ("webhook-signature", "v1,AAAA v1,BBBB"),
-            ("x-multi", "first"),
-            ("x-multi", "second"),
-            ("x-empty", ""),
-            ("content-type", "application/json"),
+        let pairs: [(&str, &[u8]); 8] = [
+            ("Webhook-Id", b"msg_1"),
+            ("webhook-signature", b"v1,AAAA v1,BBBB"),
+            ("X-Multi", b"first"),
+            ("x-multi", b"second"),
+            ("x-MULTI", b"third"),
+            ("x-empty", b""),
+            ("x-raw", b"caf\xc3\xa9 \xff"),
+            ("content-type", b"application/json"),
         ];
         for (name, value) in pairs {
             headers.append(
-                HeaderName::from_static(name),
-                HeaderValue::from_static(value),
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(value).unwrap(),
             );
         }
-        let converted = super::to_http_headers(&headers);
-        assert_eq!(converted.len(), pairs.len());
-        for (name, _) in pairs {
-            let want: Vec<&[u8]> = headers.get_all(name).map(|v| v.as_bytes()).collect();
-            let got: Vec<&[u8]> = converted
-                .get_all(name)
-                .iter()
-                .map(|v| v.as_bytes())
-                .collect();
-            assert_eq!(got, want, "{name}");
+        // Values beyond the copy's first buffer, so that it grows while the
+        // earlier values still hold slices of it.
+        for i in 0..3 {
+            let value = char::from(b'a' + i)
+                .to_string()
+                .repeat(HEADER_VALUES_CAPACITY - 100);
+            headers.append(
+                HeaderName::from_static("x-long"),
+                HeaderValue::from_str(&value).unwrap(),
+            );
+        }
+        let view = CopiedOnDemand::new(ActixHeaders(headers));
+        assert!(!view.copied(), "reading in place copies nothing");
+        for name in [
+            "webhook-id",
+            "WEBHOOK-ID",
+            "x-multi",
+            "X-Multi",
+            "x-empty",
+            "x-raw",
+            "x-long",
+            "content-type",
+            "absent",
+        ] {
+            let copy = copy_header_map(&view, 0);
+            assert_same(&view, &copy, name);
+        }
+        assert!(!view.copied());
+        // The first multi value, case-insensitively, and non-UTF-8 bytes as sent.
+        let multi = http::HeaderName::from_bytes(b"X-MULTI").unwrap();
+        assert_eq!(HeaderLookup::get(&view, &multi), Some(&b"first"[..]));
+        let raw = http::HeaderName::from_static("x-raw");
+        assert_eq!(
+            HeaderLookup::get(&view, &raw),
+            Some(&b"caf\xc3\xa9 \xff"[..])
+        );
+        // The map made on demand, once, holds every value.
+        let map = view.header_map();
+        assert!(view.copied());
+        assert_eq!(map.len(), pairs.len() + 3);
+        assert!(std::ptr::eq(map, view.header_map()), "made once");
+        assert_eq!(map.get_all("x-multi").iter().count(), 3);
+    }
+
+    fn header_name() -> impl Strategy<Value = String> {
+        // A few names, in any case, so that they repeat.
+        (
+            prop::sample::select(vec![
+                "webhook-id",
+                "x-a",
+                "x-b",
+                "content-type",
+                "svix-signature",
+            ]),
+            any::<u8>(),
+        )
+            .prop_map(|(name, mask)| {
+                name.chars()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        if mask >> (i % 8) & 1 == 1 {
+                            c.to_ascii_uppercase()
+                        } else {
+                            c
+                        }
+                    })
+                    .collect()
+            })
+    }
+
+    fn header_value() -> impl Strategy<Value = Vec<u8>> {
+        // Any bytes a header value may hold: visible ASCII, tabs, spaces,
+        // and obs-text (not UTF-8).
+        prop::collection::vec(prop_oneof![Just(b'\t'), 0x20u8..0x7f, 0x80u8..=0xff], 0..24)
+            .prop_filter("no leading or trailing whitespace issue", |v| {
+                HeaderValue::from_bytes(v).is_ok()
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn the_view_and_the_copy_agree(
+            pairs in prop::collection::vec((header_name(), header_value()), 0..12),
+            query in header_name(),
+        ) {
+            let mut headers = HeaderMap::new();
+            let mut reference = http::HeaderMap::new();
+            for (name, value) in &pairs {
+                headers.append(
+                    HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    HeaderValue::from_bytes(value).unwrap(),
+                );
+                // Built independently, as http 1.x would receive it.
+                reference.append(
+                    http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    http::HeaderValue::from_bytes(value).unwrap(),
+                );
+            }
+            let view = CopiedOnDemand::new(ActixHeaders(headers));
+            assert_same(&view, &reference, &query);
+            // The copy made on demand agrees with the reference, name by name.
+            let copy = view.header_map();
+            prop_assert_eq!(copy.len(), reference.len());
+            for name in reference.keys() {
+                let a: Vec<_> = copy.get_all(name).iter().collect();
+                let b: Vec<_> = reference.get_all(name).iter().collect();
+                prop_assert_eq!(a, b);
+            }
+            // The verifiers' text reading agrees with `to_str`.
+            let name = http::HeaderName::from_bytes(query.as_bytes()).unwrap();
+            let text = HeaderLookup::get(&view, &name).and_then(webhooks_core::headers::header_str);
+            let want = reference.get(&name).and_then(|v| v.to_str().ok());
+            prop_assert_eq!(text, want);
+            let text = view.get_str(&name).and_then(Result::ok);
+            prop_assert_eq!(text, want);
+            prop_assert_eq!(view.get_str(&name).is_some(), reference.get(&name).is_some());
         }
     }
 }

@@ -5,7 +5,7 @@
 //! ```
 //! use actix_web::{App, HttpResponse, test, web};
 //! use actix_webhooks::{VerifiedWebhook, Webhooks, testing::signed_request};
-//! use webhooks_core::scheme::StandardWebhooks;
+//! use actix_webhooks::core::scheme::StandardWebhooks;
 //!
 //! #[derive(serde::Deserialize)]
 //! struct EmailEvent {

@@ -454,3 +454,165 @@ async fn wraps_an_app_with_routing_behind_it() {
     assert_eq!(response.status(), 200);
     assert_eq!(test::read_body(response).await, "email email.sent");
 }
+
+/// actix-web builds the app once per worker thread, so `Webhooks::new(v)` in
+/// the factory builds one receiver per worker: they share the process's
+/// default store (per namespace), and concurrent retries of one delivery
+/// spread over 4 workers run the handler once.
+#[actix_web::test]
+async fn workers_share_the_default_store() {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    const RETRIES: usize = 16;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let workers = Arc::new(Mutex::new(HashSet::new()));
+    let (counter, seen) = (Arc::clone(&calls), Arc::clone(&workers));
+    let server = HttpServer::new(move || {
+        let counter = Arc::clone(&counter);
+        let seen = Arc::clone(&seen);
+        // The last `wrap` is the outermost: it sees every request.
+        App::new()
+            .wrap(Webhooks::new(verifier()))
+            .wrap_fn(move |req, srv| {
+                seen.lock().unwrap().insert(std::thread::current().id());
+                actix_web::dev::Service::call(srv, req)
+            })
+            .route(
+                "/hook",
+                web::post().to(move || {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    async {
+                        // Long enough for every retry to arrive meanwhile.
+                        actix_web::rt::time::sleep(Duration::from_millis(300)).await;
+                        HttpResponse::NoContent().finish()
+                    }
+                }),
+            )
+    })
+    .workers(4)
+    .disable_signals()
+    .bind(("127.0.0.1", 0))
+    .unwrap();
+    let addr = server.addrs()[0];
+    let server = server.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+
+    let headers = verifier()
+        .sign_headers("msg_workers", now(), BODY.as_bytes())
+        .unwrap();
+    let mut raw = format!(
+        "POST /hook HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-length: {}\r\n",
+        BODY.len()
+    );
+    for (name, value) in &headers {
+        raw.push_str(&format!("{name}: {}\r\n", value.to_str().unwrap()));
+    }
+    raw.push_str("\r\n");
+    raw.push_str(BODY);
+    // One connection each, all at once: actix hands connections to its
+    // workers in turn.
+    let barrier = Arc::new(std::sync::Barrier::new(RETRIES));
+    let sends: Vec<_> = (0..RETRIES)
+        .map(|_| {
+            let (raw, barrier) = (raw.clone(), Arc::clone(&barrier));
+            actix_web::rt::task::spawn_blocking(move || {
+                barrier.wait();
+                let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                stream.write_all(raw.as_bytes()).unwrap();
+                let mut response = String::new();
+                stream.read_to_string(&mut response).unwrap();
+                response
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for send in sends {
+        let response = send.await.unwrap();
+        statuses.push(response.get(9..12).unwrap_or_default().to_owned());
+    }
+    handle.stop(true).await;
+
+    assert!(
+        workers.lock().unwrap().len() > 1,
+        "the retries reached one worker only: the test proves nothing"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "statuses: {statuses:?}");
+    assert_eq!(
+        statuses.iter().filter(|s| *s == "204").count(),
+        1,
+        "{statuses:?}"
+    );
+    // The others were told to retry later (in flight) or that it is done.
+    assert!(
+        statuses
+            .iter()
+            .all(|s| ["204", "409", "200"].contains(&s.as_str())),
+        "{statuses:?}"
+    );
+}
+
+/// The middleware reads the request's headers in place, moving actix's map
+/// out of the request while the pipeline runs: the handler, and what wraps
+/// the middleware, see every header back, whether the handler ran or the
+/// request was rejected.
+#[actix_web::test]
+async fn the_request_keeps_its_headers_on_every_path() {
+    use actix_web::dev::Service as _;
+
+    async fn handler(req: actix_web::HttpRequest) -> HttpResponse {
+        let values: Vec<_> = req
+            .headers()
+            .get_all("x-multi")
+            .map(|v| v.as_bytes().to_vec())
+            .collect();
+        assert_eq!(values, [b"one".to_vec(), b"two".to_vec()]);
+        assert!(req.headers().contains_key("webhook-signature"));
+        HttpResponse::NoContent().finish()
+    }
+    let app = test::init_service(
+        App::new().service(
+            web::resource("/hook")
+                .wrap(Webhooks::new(verifier()))
+                // Outside the middleware: reads the request its response carries.
+                .wrap_fn(|req, srv| {
+                    let fut = srv.call(req);
+                    async move {
+                        let response = fut.await?;
+                        let seen = response.request().headers().get_all("x-multi").count();
+                        let mut response = response;
+                        response.headers_mut().insert(
+                            header::HeaderName::from_static("x-seen"),
+                            header::HeaderValue::from(seen),
+                        );
+                        Ok(response)
+                    }
+                })
+                .route(web::post().to(handler)),
+        ),
+    )
+    .await;
+    let with_multi = |request: TestRequest| {
+        request
+            .append_header(("X-Multi", "one"))
+            .append_header(("x-multi", "two"))
+    };
+    // Handled, then a duplicate (rejected before the handler), then a bad signature.
+    let response = test::call_service(&app, with_multi(signed("msg_hdr", BODY)).to_request()).await;
+    assert_eq!(response.status(), 204);
+    assert_eq!(header_of(&response, "x-seen"), b"2");
+    let response = test::call_service(&app, with_multi(signed("msg_hdr", BODY)).to_request()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header_of(&response, "webhook-duplicate"), b"true");
+    assert_eq!(header_of(&response, "x-seen"), b"2");
+    let response = test::call_service(
+        &app,
+        with_multi(signed("msg_hdr2", BODY))
+            .insert_header(("webhook-signature", "v1,AAAA"))
+            .to_request(),
+    )
+    .await;
+    assert_eq!(response.status(), 401);
+    assert_eq!(header_of(&response, "x-seen"), b"2");
+}

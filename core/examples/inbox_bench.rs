@@ -12,18 +12,23 @@
 //!   from start until every accepted event is completed.
 //!
 //! Servers come from `WEBHOOKS_POSTGRES_URL`, `WEBHOOKS_MYSQL_URL`,
-//! `WEBHOOKS_REDIS_URL` (the test defaults); SQLite uses a temporary file. A
-//! backend that cannot be opened is skipped. Each run uses its own tables or
-//! key prefix and deletes them afterwards.
+//! `WEBHOOKS_REDIS_URL`, `WEBHOOKS_REDIS_CLUSTER_URL` (the test defaults;
+//! the cluster is the one `.ci/redis-cluster start` runs: a
+//! `RedisClusterInbox` with its default 16 partitions, beside a
+//! `RedisClusterStore`); SQLite uses a temporary file. A backend that cannot
+//! be opened is skipped; `BENCH_ONLY=Redis` runs only the backends whose
+//! name contains that text. Each run uses its own tables or key prefix and
+//! deletes them afterwards.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use webhooks_core::dedup::{
-    ClaimToken, DedupStore, MySqlStore, PostgresStore, RedisStore, SqliteStore,
+    ClaimToken, DedupStore, MySqlStore, PostgresStore, RedisClusterStore, RedisStore, SqliteStore,
 };
 use webhooks_core::inbox::{
-    Inbox, Job, MySqlInbox, NewEvent, PostgresInbox, RedisInbox, Shutdown, SqliteInbox, Worker,
+    Inbox, Job, MySqlInbox, NewEvent, PostgresInbox, RedisClusterInbox, RedisInbox, Shutdown,
+    SqliteInbox, Worker,
 };
 
 const TASKS: usize = 16;
@@ -37,6 +42,11 @@ fn env_count(name: &str, default: usize) -> usize {
 
 fn env_url(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+/// Whether `BENCH_ONLY` (if set) is part of `backend`'s name.
+fn wanted(backend: &str) -> bool {
+    std::env::var("BENCH_ONLY").map_or(true, |only| backend.contains(&only))
 }
 
 fn suffix() -> String {
@@ -166,6 +176,26 @@ async fn main() {
     let batch = u32::try_from(env_count("BENCH_BATCH", 8)).unwrap_or(8);
     let mut rows = Vec::new();
 
+    if wanted("SQLite") {
+        rows.extend(sqlite(n, batch).await);
+    }
+    if wanted("PostgreSQL") {
+        rows.extend(postgres(n, batch).await);
+    }
+    if wanted("MariaDB/MySQL") {
+        rows.extend(mysql(n, batch).await);
+    }
+    if wanted("Redis") {
+        rows.extend(redis_single(n, batch).await);
+    }
+    if wanted("Redis Cluster (3 primaries, 16 partitions)") {
+        rows.extend(redis_cluster(n, batch).await);
+    }
+    print_table(rows);
+}
+
+async fn sqlite(n: usize, batch: u32) -> Option<Row> {
+    let mut row = None;
     let dir = std::env::temp_dir().join(format!("inbox-bench-{}", suffix()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let sqlite_inbox = format!("sqlite://{}", dir.join("inbox.db").display());
@@ -176,10 +206,13 @@ async fn main() {
     ) {
         inbox.migrate().await.expect("migrate");
         dedup.migrate().await.expect("migrate");
-        rows.push(measure("SQLite", Arc::new(inbox), Arc::new(dedup), n, batch).await);
+        row = Some(measure("SQLite", Arc::new(inbox), Arc::new(dedup), n, batch).await);
     }
     let _ = std::fs::remove_dir_all(&dir);
+    row
+}
 
+async fn postgres(n: usize, batch: u32) -> Option<Row> {
     let pg = env_url(
         "WEBHOOKS_POSTGRES_URL",
         "postgres://postgres@127.0.0.1:5432/test",
@@ -202,16 +235,22 @@ async fn main() {
             inbox.migrate().await.expect("migrate");
             dedup.migrate().await.expect("migrate");
             let pool = inbox.pool().clone();
-            rows.push(measure("PostgreSQL", Arc::new(inbox), Arc::new(dedup), n, batch).await);
+            let row = measure("PostgreSQL", Arc::new(inbox), Arc::new(dedup), n, batch).await;
             for t in [&table, &dedup_table] {
                 let _ = sqlx::query(&format!("DROP TABLE \"{t}\""))
                     .execute(&pool)
                     .await;
             }
+            Some(row)
         }
-        _ => eprintln!("PostgreSQL skipped: cannot connect"),
+        _ => {
+            eprintln!("PostgreSQL skipped: cannot connect");
+            None
+        }
     }
+}
 
+async fn mysql(n: usize, batch: u32) -> Option<Row> {
     let my = env_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test");
     let table = format!("bench_inbox_{}", suffix());
     let dedup_table = format!("bench_dedup_{}", suffix());
@@ -231,16 +270,22 @@ async fn main() {
             inbox.migrate().await.expect("migrate");
             dedup.migrate().await.expect("migrate");
             let pool = inbox.pool().clone();
-            rows.push(measure("MariaDB/MySQL", Arc::new(inbox), Arc::new(dedup), n, batch).await);
+            let row = measure("MariaDB/MySQL", Arc::new(inbox), Arc::new(dedup), n, batch).await;
             for t in [&table, &dedup_table] {
                 let _ = sqlx::query(&format!("DROP TABLE `{t}`"))
                     .execute(&pool)
                     .await;
             }
+            Some(row)
         }
-        _ => eprintln!("MySQL skipped: cannot connect"),
+        _ => {
+            eprintln!("MySQL skipped: cannot connect");
+            None
+        }
     }
+}
 
+async fn redis_single(n: usize, batch: u32) -> Option<Row> {
     let redis_url = env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379");
     let prefix = format!("bench-inbox-{}:", suffix());
     match (
@@ -254,7 +299,7 @@ async fn main() {
             .await,
     ) {
         (Ok(inbox), Ok(dedup)) => {
-            rows.push(measure("Redis", Arc::new(inbox), Arc::new(dedup), n, batch).await);
+            let row = measure("Redis", Arc::new(inbox), Arc::new(dedup), n, batch).await;
             if let Ok(client) = redis::Client::open(redis_url.as_str())
                 && let Ok(mut conn) = client.get_multiplexed_async_connection().await
             {
@@ -268,10 +313,59 @@ async fn main() {
                         redis::cmd("DEL").arg(chunk).query_async(&mut conn).await;
                 }
             }
+            Some(row)
         }
-        _ => eprintln!("Redis skipped: cannot connect"),
+        _ => {
+            eprintln!("Redis skipped: cannot connect");
+            None
+        }
     }
+}
 
+async fn redis_cluster(n: usize, batch: u32) -> Option<Row> {
+    let url = env_url("WEBHOOKS_REDIS_CLUSTER_URL", "redis://127.0.0.1:7000");
+    let prefix = format!("bench-inbox-{}:", suffix());
+    match (
+        RedisClusterInbox::builder([url.as_str()])
+            .key_prefix(&prefix)
+            .connect()
+            .await,
+        RedisClusterStore::builder([url.as_str()])
+            .key_prefix(format!("{prefix}dedup:"))
+            .connect()
+            .await,
+    ) {
+        (Ok(inbox), Ok(dedup)) => {
+            let row = measure(
+                "Redis Cluster (3 primaries, 16 partitions)",
+                Arc::new(inbox),
+                Arc::new(dedup.clone()),
+                n,
+                batch,
+            )
+            .await;
+            // KEYS goes to every primary; each DEL to its key's.
+            let mut conn = dedup.connection().clone();
+            for pattern in [format!("{{{prefix}p*"), format!("{prefix}*")] {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(pattern)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                for key in keys {
+                    let _: Result<(), _> = redis::cmd("DEL").arg(key).query_async(&mut conn).await;
+                }
+            }
+            Some(row)
+        }
+        _ => {
+            eprintln!("Redis Cluster skipped: cannot connect");
+            None
+        }
+    }
+}
+
+fn print_table(rows: Vec<Row>) {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
         "| backend | accept p50 | accept p99 | dedup claim p50 | dedup claim p99 | accept / claim (p50) | accepts/s | events/s end to end |"

@@ -15,13 +15,24 @@
 //! at SQLite's write lock) and with a single writer connection (operations
 //! only queue for it). Each run works in its own table or key prefix and
 //! drops the tables afterwards.
+//!
+//! The Redis Cluster rows (`WEBHOOKS_REDIS_CLUSTER_URL`, default
+//! `redis://127.0.0.1:7000`, the cluster `.ci/redis-cluster start` runs):
+//! `RedisClusterStore` as configured by default, and with
+//! `wait_for_replicas(1, 1 s)`.
+//!
+//! `BENCH_ROUNDS=n` (default 1) runs every backend `n` times, interleaved
+//! (round 1: every backend, round 2: every backend, …), and prints for each
+//! the median claims/s with its range, and its ratio to the single Redis of
+//! the same round (median and range): on a machine shared with other work,
+//! the ratios measured side by side hold better than the absolute figures.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use webhooks_core::dedup::{
-    Claim, ClaimToken, DedupStore, MemoryStore, MySqlStore, OpenError, PostgresStore, RedisStore,
-    SqliteStore, Transition,
+    Claim, ClaimToken, DedupStore, MemoryStore, MySqlStore, OpenError, PostgresStore,
+    RedisClusterStore, RedisStore, SqliteStore, Transition,
 };
 
 const LEASE: Duration = Duration::from_secs(60);
@@ -182,20 +193,17 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
-#[tokio::main]
-async fn main() {
-    let run = Run {
-        claims: env_count("BENCH_CLAIMS", 20_000),
-        tasks: env_count("BENCH_TASKS", 16).max(1),
-        connect: Duration::from_secs(2),
-    };
-    let mut rows: Vec<(&str, Result<Figures, String>)> = Vec::new();
+type Rows = Vec<(&'static str, Result<Figures, String>)>;
+
+/// Every backend once.
+async fn round(run: &Run) -> Rows {
+    let mut rows: Rows = Vec::new();
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let wanted = |name: &str| name.contains(only.as_str());
 
     if wanted("memory (sharded map)") {
         let memory: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
-        rows.push(("memory (sharded map)", Ok(bench(memory, &run).await)));
+        rows.push(("memory (sharded map)", Ok(bench(memory, run).await)));
     }
 
     if wanted("redis") {
@@ -204,7 +212,24 @@ async fn main() {
             .connect_timeout(run.connect)
             .connect()
             .await;
-        rows.push(("redis", bench_opened(redis, &run).await));
+        rows.push(("redis", bench_opened(redis, run).await));
+    }
+
+    let cluster_url = env_url("WEBHOOKS_REDIS_CLUSTER_URL", "redis://127.0.0.1:7000");
+    for (name, wait) in [
+        ("redis cluster (3 primaries)", 0),
+        ("redis cluster (3 primaries, WAIT 1)", 1),
+    ] {
+        if !wanted(name) {
+            continue;
+        }
+        let cluster = RedisClusterStore::builder([cluster_url.as_str()])
+            .key_prefix(format!("dedup-bench:{}:", suffix()))
+            .connect_timeout(run.connect)
+            .wait_for_replicas(wait, Duration::from_secs(1))
+            .connect()
+            .await;
+        rows.push((name, bench_opened(cluster, run).await));
     }
 
     let table = format!("dedup_bench_{}", suffix());
@@ -216,17 +241,14 @@ async fn main() {
     if wanted("postgres") {
         let postgres = PostgresStore::builder(&postgres_url).table(&table);
         let postgres = postgres.max_connections(pool_size);
-        rows.push(("postgres", bench_sql!(&run, postgres, "DROP TABLE \"{}\"")));
+        rows.push(("postgres", bench_sql!(run, postgres, "DROP TABLE \"{}\"")));
     }
 
     if wanted("mysql (mariadb)") {
         let mysql_url = env_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test");
         let mysql = MySqlStore::builder(&mysql_url).table(&table);
         let mysql = mysql.max_connections(pool_size);
-        rows.push((
-            "mysql (mariadb)",
-            bench_sql!(&run, mysql, "DROP TABLE `{}`"),
-        ));
+        rows.push(("mysql (mariadb)", bench_sql!(run, mysql, "DROP TABLE `{}`")));
     }
 
     for (name, connections) in [
@@ -239,7 +261,7 @@ async fn main() {
         let path = std::env::temp_dir().join(format!("webhooks-dedup-bench-{}.db", suffix()));
         let sqlite = SqliteStore::builder(&format!("sqlite://{}", path.display()))
             .max_connections(connections);
-        rows.push((name, bench_sql!(&run, sqlite)));
+        rows.push((name, bench_sql!(run, sqlite)));
         for suffix in ["", "-wal", "-shm"] {
             let mut file = path.clone().into_os_string();
             file.push(suffix);
@@ -247,9 +269,36 @@ async fn main() {
         }
     }
 
+    rows
+}
+
+#[tokio::main]
+async fn main() {
+    let run = Run {
+        claims: env_count("BENCH_CLAIMS", 20_000),
+        tasks: env_count("BENCH_TASKS", 16).max(1),
+        connect: Duration::from_secs(2),
+    };
+    let rounds = env_count("BENCH_ROUNDS", 1).max(1);
     let Run { claims, tasks, .. } = run;
     println!("{claims} claims over unique keys, then {claims} completes, {tasks} concurrent tasks");
     println!();
+    if rounds == 1 {
+        print_table(&round(&run).await);
+    } else {
+        let mut all = Vec::new();
+        for n in 0..rounds {
+            println!("round {} of {rounds}", n + 1);
+            let rows = round(&run).await;
+            print_table(&rows);
+            println!();
+            all.push(rows);
+        }
+        print_summary(&all);
+    }
+}
+
+fn print_table(rows: &Rows) {
     println!("| backend | claims/s | claim p50 | claim p99 | complete p50 | complete p99 |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (name, figures) in rows {
@@ -264,5 +313,66 @@ async fn main() {
             ),
             Err(error) => println!("| {name} | skipped: {error} | | | | |"),
         }
+    }
+}
+
+/// Per backend over the rounds: claims/s (median, min–max), its ratio to
+/// the single Redis of the same round, and the median claim p50 and p99.
+fn print_summary(rounds: &[Rows]) {
+    println!(
+        "{} interleaved rounds; median [min–max] over the rounds",
+        rounds.len()
+    );
+    println!();
+    println!("| backend | claims/s | × single Redis | claim p50 | claim p99 |");
+    println!("|---|---:|---:|---:|---:|");
+    let median = |mut v: Vec<f64>| -> (f64, f64, f64) {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    let redis_of = |round: &Rows| {
+        round
+            .iter()
+            .find(|(name, _)| *name == "redis")
+            .and_then(|(_, f)| f.as_ref().ok().map(|f| f.claims_per_second))
+    };
+    for (i, (name, _)) in rounds[0].iter().enumerate() {
+        let figures: Vec<(&Figures, Option<f64>)> = rounds
+            .iter()
+            .filter_map(|round| Some((round.get(i)?.1.as_ref().ok()?, redis_of(round))))
+            .collect();
+        if figures.is_empty() {
+            println!("| {name} | skipped | | | |");
+            continue;
+        }
+        let (rate, rate_min, rate_max) =
+            median(figures.iter().map(|(f, _)| f.claims_per_second).collect());
+        let ratios: Vec<f64> = figures
+            .iter()
+            .filter_map(|(f, redis)| Some(f.claims_per_second / (*redis)?))
+            .collect();
+        let ratio = if ratios.is_empty() {
+            String::new()
+        } else {
+            let (r, lo, hi) = median(ratios);
+            format!("{r:.2} [{lo:.2}–{hi:.2}]")
+        };
+        let (p50, _, _) = median(
+            figures
+                .iter()
+                .map(|(f, _)| f.claim_p50.as_secs_f64())
+                .collect(),
+        );
+        let (p99, _, _) = median(
+            figures
+                .iter()
+                .map(|(f, _)| f.claim_p99.as_secs_f64())
+                .collect(),
+        );
+        println!(
+            "| {name} | {rate:.0} [{rate_min:.0}–{rate_max:.0}] | {ratio} | {} | {} |",
+            ms(Duration::from_secs_f64(p50)),
+            ms(Duration::from_secs_f64(p99))
+        );
     }
 }

@@ -109,64 +109,75 @@ impl Delivery {
 
     /// [`event`](Self::event), without the log.
     fn dispatch<E: DeserializeOwned>(&self) -> Result<Event<E>, ExtractError> {
-        let body_type = body_type(&self.body)?;
-        let event_type = match (&self.verified.event_type, &body_type) {
-            (Some(header), _) => header.as_str(),
-            (None, Some(body)) => body.as_str(),
-            (None, None) => {
-                return Err(ExtractError::Json {
-                    path: TAG.into(),
-                    message: "no event type in the headers or the body".into(),
-                });
-            }
-        };
-        let from_type_alone = match probe::<E>(event_type) {
-            Probed::Unknown => {
-                return Ok(Event::Unknown {
-                    event_type: event_type.to_owned(),
-                });
-            }
-            Probed::Known => None,
-            Probed::FromTypeAlone(event) => Some(event),
-        };
-        let result = if body_type.as_deref() == Some(event_type) {
-            // The body carries its own type: deserialize it as it is.
-            crate::delivery::parse_json(&self.body)
-        } else {
-            self.wrapped(event_type)
-        };
-        match (result, from_type_alone) {
-            (Ok(event), _) => Ok(Event::Known(event)),
-            // A unit variant of an adjacently tagged enum cannot take the
-            // `data` the sender sent; it wants the type alone.
-            (Err(ExtractError::Json { path, .. }), Some(event)) if path == "data" => {
-                Ok(Event::Known(event))
-            }
-            (Err(e), _) => Err(e),
-        }
+        dispatch(self.verified.event_type.as_deref(), &self.body)
     }
+}
 
-    /// `E` from `{"type": <event_type>, "data": <body>}`, the tag first so
-    /// that serde reads the data in place (and the error path runs through
-    /// it) rather than buffering it.
-    fn wrapped<E: DeserializeOwned>(&self, event_type: &str) -> Result<E, ExtractError> {
-        let tag = serde_json::to_string(event_type).map_err(|e| json_error_plain(&e))?;
-        let mut document = Vec::with_capacity(self.body.len() + tag.len() + 20);
-        document.extend_from_slice(b"{\"type\":");
-        document.extend_from_slice(tag.as_bytes());
-        document.extend_from_slice(b",\"data\":");
-        document.extend_from_slice(&self.body);
-        document.push(b'}');
-        let mut de = serde_json::Deserializer::from_slice(&document);
-        let value = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
-        de.end().map_err(|e| json_error_plain(&e))?;
-        Ok(value)
+/// The event of a delivery whose scheme reported `event_type` (from a
+/// header), or none: what [`Delivery::event`] returns, and what an inbox
+/// [`Worker`](crate::inbox::Worker) of [`Event<E>`] decodes from a stored
+/// event (whose type was recorded at accept).
+pub(crate) fn dispatch<E: DeserializeOwned>(
+    event_type: Option<&str>,
+    body: &[u8],
+) -> Result<Event<E>, ExtractError> {
+    let body_type = body_type(body)?;
+    let event_type = match (event_type, &body_type) {
+        (Some(header), _) => header,
+        (None, Some(body)) => body.as_str(),
+        (None, None) => {
+            return Err(ExtractError::Json {
+                path: TAG.into(),
+                message: "no event type in the headers or the body".into(),
+            });
+        }
+    };
+    let from_type_alone = match probe::<E>(event_type) {
+        Probed::Unknown => {
+            return Ok(Event::Unknown {
+                event_type: event_type.to_owned(),
+            });
+        }
+        Probed::Known => None,
+        Probed::FromTypeAlone(event) => Some(event),
+    };
+    let result = if body_type.as_deref() == Some(event_type) {
+        // The body carries its own type: deserialize it as it is.
+        crate::delivery::parse_json(body)
+    } else {
+        wrapped(body, event_type)
+    };
+    match (result, from_type_alone) {
+        (Ok(event), _) => Ok(Event::Known(event)),
+        // A unit variant of an adjacently tagged enum cannot take the
+        // `data` the sender sent; it wants the type alone.
+        (Err(ExtractError::Json { path, .. }), Some(event)) if path == "data" => {
+            Ok(Event::Known(event))
+        }
+        (Err(e), _) => Err(e),
     }
+}
+
+/// `E` from `{"type": <event_type>, "data": <body>}`, the tag first so
+/// that serde reads the data in place (and the error path runs through
+/// it) rather than buffering it.
+fn wrapped<E: DeserializeOwned>(body: &[u8], event_type: &str) -> Result<E, ExtractError> {
+    let tag = serde_json::to_string(event_type).map_err(|e| json_error_plain(&e))?;
+    let mut document = Vec::with_capacity(body.len() + tag.len() + 20);
+    document.extend_from_slice(b"{\"type\":");
+    document.extend_from_slice(tag.as_bytes());
+    document.extend_from_slice(b",\"data\":");
+    document.extend_from_slice(body);
+    document.push(b'}');
+    let mut de = serde_json::Deserializer::from_slice(&document);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
+    de.end().map_err(|e| json_error_plain(&e))?;
+    Ok(value)
 }
 
 /// The body's top-level `"type"`, if it is a string; the rest is skipped
 /// without being kept.
-fn body_type(body: &[u8]) -> Result<Option<String>, ExtractError> {
+pub(crate) fn body_type(body: &[u8]) -> Result<Option<String>, ExtractError> {
     #[derive(Deserialize)]
     struct Tagged {
         #[serde(rename = "type")]

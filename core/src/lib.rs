@@ -26,10 +26,16 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+#[cfg(feature = "console")]
+#[cfg_attr(docsrs, doc(cfg(feature = "console")))]
+pub mod console;
+mod cross_site;
 pub mod dedup;
 mod delivery;
 mod error;
 pub mod event;
+mod handshake;
+pub mod headers;
 pub mod inbox;
 pub mod ordering;
 mod public_url;
@@ -38,12 +44,16 @@ mod rejection;
 pub mod scheme;
 pub mod signals;
 pub mod testing;
+#[cfg(any(feature = "redis-tls", feature = "sns-reqwest"))]
+mod tls;
 mod verify;
 
 pub use body::BodyCollector;
 pub use delivery::Delivery;
 pub use error::{ConfigError, VerifyError};
+pub use handshake::Handshake;
+pub use headers::HeaderLookup;
 pub use public_url::PublicUrl;
 pub use receiver::{Admission, ClaimGuard, Incoming, Receiver, ReceiverBuilder, StoreFailure};
-pub use rejection::{DUPLICATE_HEADER, ExtractError, Rejection};
+pub use rejection::{DUPLICATE_HEADER, ExtractError, Rejection, ResponseParts};
 pub use verify::{Identity, MatchedKey, RequestHead, RequestVerifier, Verified, Verifier};

@@ -1,5 +1,7 @@
 //! The public URL a provider called, for the schemes that sign it.
 
+use std::fmt;
+
 use http::HeaderName;
 
 use crate::{ConfigError, RequestHead, VerifyError};
@@ -35,8 +37,42 @@ static FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto"
 /// assert_eq!(head.url(&public)?, "https://hooks.example.com/twilio/sms?x=1");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A `base` or `exact` URL may carry HTTP Basic credentials
+/// (`https://user:pass@host/…`), as a webhook URL registered with Twilio can:
+/// the provider signs the URL with them. Its `Debug` output shows the
+/// password as `***`.
+#[derive(Clone, PartialEq, Eq)]
 pub struct PublicUrl(Source);
+
+impl fmt::Debug for PublicUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redacted = |url: &str| -> String {
+            let Some((scheme, rest)) = url.split_once("://") else {
+                return url.to_owned();
+            };
+            let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+            match authority.rfind('@') {
+                Some(at) => {
+                    let user = authority[..at].split(':').next().unwrap_or_default();
+                    let password = if authority[..at].contains(':') {
+                        ":***"
+                    } else {
+                        ""
+                    };
+                    format!("{scheme}://{user}{password}@{}", &rest[at + 1..])
+                }
+                None => url.to_owned(),
+            }
+        };
+        match &self.0 {
+            Source::Base(url) => f.debug_tuple("Base").field(&redacted(url)).finish(),
+            Source::Exact(url) => f.debug_tuple("Exact").field(&redacted(url)).finish(),
+            Source::Host(scheme) => f.debug_tuple("Host").field(scheme).finish(),
+            Source::Forwarded => f.write_str("Forwarded"),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Source {
@@ -126,7 +162,7 @@ impl PublicUrl {
                         ));
                     }
                 };
-                let host = match head.headers.contains_key(&FORWARDED_HOST) {
+                let host = match head.headers.get(&FORWARDED_HOST).is_some() {
                     true => host_from(head, &FORWARDED_HOST, "x-forwarded-host")?,
                     false => host_from(head, &HOST, "host")?,
                 };
@@ -158,7 +194,13 @@ fn checked(url: String) -> Result<String, ConfigError> {
         .ok_or(ConfigError::Setting(
             "public URL must start with https:// or http://",
         ))?;
-    let host = rest.split('/').next().unwrap_or_default();
+    let authority = rest.split('/').next().unwrap_or_default();
+    // Optional `user[:password]@` before the host.
+    let host = match authority.rsplit_once('@') {
+        Some((userinfo, host)) if !userinfo.is_empty() && plain_userinfo(userinfo) => host,
+        Some(_) => return Err(ConfigError::Setting("public URL has invalid user info")),
+        None => authority,
+    };
     if host.is_empty() || !plain_host(host) {
         return Err(ConfigError::Setting("public URL has no valid host"));
     }
@@ -176,17 +218,41 @@ fn plain_host(host: &str) -> bool {
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_'))
 }
 
+/// RFC 3986 `userinfo`: unreserved, percent-encoded, sub-delims and `:`.
+fn plain_userinfo(userinfo: &str) -> bool {
+    userinfo.bytes().all(|b| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+            )
+    })
+}
+
 fn first_value<'h>(
     head: &RequestHead<'h>,
     name: &HeaderName,
     shown: &'static str,
 ) -> Result<Option<&'h str>, VerifyError> {
-    match head.headers.get(name) {
+    match crate::headers::get_str(head.headers, name) {
         None => Ok(None),
         Some(v) => {
-            let v = v
-                .to_str()
-                .map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?;
+            let v = v.map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?;
             Ok(Some(v.split(',').next().unwrap_or_default().trim()))
         }
     }
@@ -271,11 +337,36 @@ mod tests {
             "https://a b",
             "https://x/?q",
             "https://x/#f",
-            "https://u@x",
+            "https://@x",
+            "https://u@v@x",
+            "https://u p@x",
+            "https://u:p@",
         ] {
             assert!(PublicUrl::base(bad).is_err(), "{bad}");
         }
         assert!(PublicUrl::exact("https://x/p?q=1").is_ok());
         assert!(PublicUrl::exact("https://x/p#f").is_err());
+    }
+
+    /// Issue 25, item 5: a webhook URL with HTTP Basic credentials, as
+    /// Twilio signs it; the password never shows in `Debug`.
+    #[test]
+    fn credentials_are_kept_and_redacted() {
+        let h = headers(&[]);
+        let head = RequestHead::from_path_and_query("/myapp.php?foo=1", &h);
+        let base = PublicUrl::base("https://user:s3cr%40t@mycompany.com").unwrap();
+        assert_eq!(
+            head.url(&base).unwrap(),
+            "https://user:s3cr%40t@mycompany.com/myapp.php?foo=1"
+        );
+        let shown = format!("{base:?}");
+        assert!(!shown.contains("s3cr"), "{shown}");
+        assert!(shown.contains("user:***@mycompany.com"), "{shown}");
+        let exact = PublicUrl::exact("https://user@mycompany.com/hook?x=1").unwrap();
+        assert_eq!(
+            head.url(&exact).unwrap(),
+            "https://user@mycompany.com/hook?x=1"
+        );
+        assert!(format!("{exact:?}").contains("user@mycompany.com/hook?x=1"));
     }
 }

@@ -6,13 +6,13 @@
 //! | `Content-Length` above the limit | — | 413, before a byte of the body is read |
 //! | body grows past the limit while reading | — | 413, reading stops at the limit |
 //! | body not fully received within the body timeout | — | 408 |
-//! | missing or malformed signature headers | — | 400 + short reason |
-//! | bad signature, timestamp outside tolerance | — | 401 + short reason |
+//! | missing or malformed signature headers | — | 400 + short reason (from the head alone, before the body is read, where the scheme can tell) |
+//! | bad signature, timestamp outside tolerance | — | 401 + short reason (a timestamp outside the tolerance: before the body is read) |
 //! | verified, first time | claim (atomic, lease, random token) | handler runs |
 //! | handler still running | lease renewed every third of the lease | — |
 //! | same id while another attempt holds the claim | — | 409 + `Retry-After` (≥ 1 s) |
 //! | same id after a completed attempt | — | 200 + `webhook-duplicate: true` |
-//! | store unreachable at claim | — | 503 + `Retry-After` (or, with [`StoreFailure::Open`], the handler runs without a dedup key) |
+//! | store unreachable at claim | — | 503 + `Retry-After` (or, with [`StoreFailure::Open`], the handler runs without a dedup key; never for a [replay token](crate::Identity::ReplayToken)) |
 //! | store refuses the key for good at claim | — | 400 |
 //! | handler answered 2xx | complete (token-checked) | the handler's response |
 //! | complete fails after a 2xx | retried in the background with backoff, lease still renewed | the handler's response |
@@ -59,14 +59,14 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use futures_util::FutureExt as _;
 use futures_util::future::Either;
-use http::{HeaderMap, Response, header};
+use http::{Response, header};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::oneshot;
 use tracing::{Instrument as _, field};
@@ -88,6 +88,10 @@ pub const DEFAULT_STORE_RETRY_AFTER: Duration = Duration::from_secs(5);
 pub const DEFAULT_IN_FLIGHT_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The default key namespace.
 pub const DEFAULT_NAMESPACE: &str = "webhooks";
+/// The namespace of every [`Identity::ReplayToken`](crate::Identity::ReplayToken)
+/// (Mailgun's token), whatever the route's: a token seen by one route is
+/// refused by every route sharing the store.
+pub const REPLAY_NAMESPACE: &str = "webhooks-replay";
 /// The default longest time reading a request body may take: 30 s.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default time a failed `complete` is retried in the background: 5 minutes.
@@ -137,6 +141,8 @@ struct Inner {
     clock: Clock,
     inbox: Option<crate::inbox::accept::InboxAccept>,
     signals: Arc<Signals>,
+    /// Completions this process retries in the background.
+    pending: Arc<PendingCompletions>,
 }
 
 /// The configured receive pipeline. Cheap to clone (one `Arc`).
@@ -167,13 +173,15 @@ impl fmt::Debug for Receiver {
 impl Receiver {
     /// A pipeline with the defaults: 1 MiB body limit, in-process dedup
     /// (with the `memory` feature; none without it), 60 s lease, 7 days retention.
+    #[track_caller]
     pub fn new(verifier: impl RequestVerifier + 'static) -> Self {
         Self::builder(verifier).build()
     }
 
     /// A builder to change the defaults.
+    #[track_caller]
     pub fn builder(verifier: impl RequestVerifier + 'static) -> ReceiverBuilder {
-        ReceiverBuilder::new(Arc::new(verifier))
+        ReceiverBuilder::new(Arc::new(verifier), std::panic::Location::caller())
     }
 
     /// The body limit in bytes.
@@ -191,6 +199,14 @@ impl Receiver {
         self.inner.on_reject.is_some()
     }
 
+    /// Whether this pipeline stores deliveries in an inbox
+    /// ([`ReceiverBuilder::inbox`]): then no route handler ever runs, and
+    /// the adapters' inbox routes need none.
+    #[must_use]
+    pub fn has_inbox(&self) -> bool {
+        self.inner.inbox.is_some()
+    }
+
     /// How long reading the body may take.
     #[must_use]
     pub fn body_timeout(&self) -> Duration {
@@ -203,12 +219,11 @@ impl Receiver {
     /// # Errors
     ///
     /// [`Rejection::PayloadTooLarge`] or [`Rejection::BodyRead`].
-    pub fn check_head(&self, headers: &HeaderMap) -> Result<(), Rejection> {
-        let Some(value) = headers.get(header::CONTENT_LENGTH) else {
+    pub fn check_head(&self, headers: &dyn crate::HeaderLookup) -> Result<(), Rejection> {
+        let Some(value) = crate::headers::get_str(headers, &header::CONTENT_LENGTH) else {
             return Ok(());
         };
         let length: u64 = value
-            .to_str()
             .ok()
             .and_then(|v| v.trim().parse().ok())
             .ok_or(Rejection::BodyRead)?;
@@ -218,6 +233,19 @@ impl Receiver {
             });
         }
         Ok(())
+    }
+
+    /// The scheme's checks of the head before the body is read
+    /// ([`RequestVerifier::check_head`]: signature header present and
+    /// well-formed, signed timestamp inside the tolerance): a request that
+    /// must fail is answered at once, without waiting for its body.
+    fn check_signature_head(&self, head: RequestHead<'_>) -> Result<(), Rejection> {
+        let started = Instant::now();
+        let now = (self.inner.clock)();
+        self.inner.verifier.check_head(head, now).map_err(|error| {
+            (self.inner.signals).verify_failed(self.inner.verifier.scheme(), started.elapsed());
+            error.into()
+        })
     }
 
     /// Runs `read` (an adapter's limited body read) under the body timeout.
@@ -250,14 +278,36 @@ impl Receiver {
     #[must_use]
     pub fn rejection_response(&self, rejection: &Rejection) -> Response<Bytes> {
         match &self.inner.on_reject {
-            // A stored delivery is an acknowledgement, not a failure to shape.
-            Some(f) if !matches!(rejection, Rejection::Stored { .. }) => {
+            // A stored delivery is an acknowledgement, not a failure to
+            // shape; a handshake's answer is the provider's protocol.
+            Some(f)
+                if !matches!(
+                    rejection,
+                    Rejection::Stored { .. } | Rejection::Handshake(_)
+                ) =>
+            {
                 let mut response = f(rejection);
                 rejection.apply_protocol(&mut response);
                 response
             }
             _ => rejection.to_response(),
         }
+    }
+
+    /// The response for a rejection in parts
+    /// ([`Rejection::response_parts`]) when it is the library's own, or
+    /// `None` when the `on_reject` hook shapes it (then
+    /// [`rejection_response`](Self::rejection_response)): for an adapter to
+    /// build its framework's response without an intermediate
+    /// [`http::Response`].
+    #[must_use]
+    pub fn rejection_parts(&self, rejection: &Rejection) -> Option<crate::ResponseParts> {
+        let shaped = self.inner.on_reject.is_some()
+            && !matches!(
+                rejection,
+                Rejection::Stored { .. } | Rejection::Handshake(_)
+            );
+        (!shaped).then(|| rejection.response_parts())
     }
 
     /// Verifies the body and claims the delivery, without running anything.
@@ -298,7 +348,7 @@ impl Receiver {
         &'a self,
         result: Result<Verified, crate::VerifyError>,
         verify_started: Instant,
-        headers: &'a HeaderMap,
+        headers: &'a dyn crate::HeaderLookup,
         body: Bytes,
     ) -> Step<'a> {
         let inner = &self.inner;
@@ -327,9 +377,18 @@ impl Receiver {
         }
         span.record("key", field::display(&verified.matched_key));
 
+        if let Some(answer) = inner.verifier.handshake(&verified, &body) {
+            // Answered by the library in both modes: never stored, claimed
+            // or handed to the handler.
+            return Step::Done(Err(Rejection::Handshake(Box::new(answer))));
+        }
+        // A replay token (Mailgun's) is the only guard of data the signature
+        // does not cover: it is claimed under one namespace for every route,
+        // and a custom dedup key does not replace it.
+        let replay_token = verified.identity == crate::Identity::ReplayToken;
         let id = match &inner.key_fn {
-            Some(f) => f(&verified, &body).map(std::borrow::Cow::Owned),
-            None => verified.dedup_id_ref(&body),
+            Some(f) if !replay_token => f(&verified, &body).map(std::borrow::Cow::Owned),
+            _ => verified.dedup_id_ref(&body),
         };
         if let Some(inbox) = &inner.inbox {
             // Inbox mode: the inbox's unique key is the dedup; workers run the handler.
@@ -344,7 +403,8 @@ impl Receiver {
             ))
             .observed(observer)));
         };
-        let key = store_key(&inner.namespace, verified.dedup_key(&inner.namespace, &id));
+        let key_namespace = key_namespace(&inner.namespace, &verified);
+        let key = store_key(key_namespace, verified.dedup_key(key_namespace, &id));
         let claiming = Claiming {
             verified,
             key,
@@ -353,6 +413,12 @@ impl Receiver {
             observer,
             started: Instant::now(),
         };
+        if let Some(token) = inner.pending.token(&claiming.key) {
+            // This process handled the delivery and retries its completion:
+            // record it first and answer the redelivery as a duplicate,
+            // rather than let the claim be taken over and run it again.
+            return Step::Wait(Box::pin(self.pending_first(store, claiming, token)));
+        }
         // A store that needs no I/O answers at once, without a boxed future.
         match store.claim_ready(&claiming.key, claiming.token, inner.lease) {
             Some(claimed) => Step::Done(self.claimed(store, claimed, claiming)),
@@ -362,6 +428,38 @@ impl Receiver {
                     .await;
                 self.claimed(store, claimed, claiming)
             })),
+        }
+    }
+
+    /// A redelivery of a key whose completion this process retries in the
+    /// background: that completion is tried first. Recorded, or still
+    /// failing: a duplicate (the handler succeeded here). Refused (another
+    /// process took the claim over meanwhile): claimed as usual.
+    async fn pending_first(
+        &self,
+        store: &Arc<dyn DedupStore>,
+        claiming: Claiming,
+        token: ClaimToken,
+    ) -> Result<Admission, Rejection> {
+        let inner = &self.inner;
+        let key = &claiming.key;
+        match (**store).complete(key, token, inner.retention).await {
+            Ok(Transition::Applied) => {
+                inner.pending.remove(key, token);
+                tracing::info!(key = %key, "a pending completion recorded before its redelivery; answered as a duplicate");
+                Err(Rejection::Duplicate)
+            }
+            Err(error) => {
+                tracing::warn!(key = %key, error = %error, "a redelivery of a delivery whose completion is still pending; answered as a duplicate");
+                Err(Rejection::Duplicate)
+            }
+            Ok(Transition::Stale) => {
+                inner.pending.remove(key, token);
+                let claimed = (**store)
+                    .claim(&claiming.key, claiming.token, inner.lease)
+                    .await;
+                self.claimed(store, claimed, claiming)
+            }
         }
     }
 
@@ -405,7 +503,12 @@ impl Receiver {
             }),
             Ok(Claim::Completed) => Err(Rejection::Duplicate),
             Err(error) => {
-                match inner.store_failure {
+                // Never open on a replay token: it is the only guard.
+                let policy = match verified.identity {
+                    crate::Identity::ReplayToken => StoreFailure::Closed,
+                    _ => inner.store_failure,
+                };
+                match policy {
                     StoreFailure::Closed if error.is_permanent() => {
                         tracing::error!(error = %error, "dedup store refused the key at claim; answering 400");
                         Err(Rejection::IdRefused)
@@ -470,7 +573,8 @@ impl Receiver {
     }
 
     /// The whole pipeline from the request head on, as the adapters call it:
-    /// [`check_head`](Self::check_head), then `read_body` (the adapter's read
+    /// [`check_head`](Self::check_head), the scheme's checks of the head
+    /// ([`RequestVerifier::check_head`]), then `read_body` (the adapter's read
     /// of the body, stopping at [`body_limit`](Self::body_limit)) under the
     /// [body timeout](Self::body_timeout), then [`process`](Self::process).
     /// Every step runs in the `webhook` span.
@@ -519,6 +623,7 @@ impl Receiver {
     {
         async move {
             self.check_head(request.head().headers)?;
+            self.check_signature_head(request.head())?;
             let body = self.read_body(read_body).await?;
             self.inner
                 .signals
@@ -562,6 +667,11 @@ impl Receiver {
                 span.record("outcome", stored.kind());
                 tracing::debug!("webhook stored in the inbox");
             }
+            // Answered, not refused: no rejection counted.
+            Err(handshake @ Rejection::Handshake(_)) => {
+                span.record("outcome", handshake.kind());
+                tracing::debug!("webhook handshake answered");
+            }
             Err(rejection) => {
                 self.inner.signals.rejected(scheme, rejection);
                 span.record("outcome", rejection.kind());
@@ -587,6 +697,16 @@ pub const MAX_STORE_KEY_LEN: usize = 256;
 
 /// Marks a key that reaches the store as a digest.
 const DIGEST_MARKER: &str = ":#sha256:";
+
+/// The namespace a delivery's dedup key is made in: the route's, or for a
+/// [replay token](crate::Identity::ReplayToken) [`REPLAY_NAMESPACE`], the
+/// same for every route.
+pub(crate) fn key_namespace<'a>(route: &'a str, verified: &Verified) -> &'a str {
+    match verified.identity {
+        crate::Identity::ReplayToken => REPLAY_NAMESPACE,
+        _ => route,
+    }
+}
 
 /// The key a store sees for the pipeline key `key`: `key` itself when it is
 /// at most [`MAX_STORE_KEY_LEN`] bytes of printable ASCII (space included)
@@ -919,6 +1039,8 @@ struct Settle {
     renewal: Option<Renewal>,
     lease: Duration,
     observer: Observer,
+    /// Where a completion retried in the background is registered.
+    pending: Arc<PendingCompletions>,
 }
 
 impl ClaimGuard {
@@ -943,6 +1065,7 @@ impl ClaimGuard {
                 complete_retry: inner.complete_retry,
                 renewal: None,
                 observer,
+                pending: Arc::clone(&inner.pending),
             }),
         }
     }
@@ -1155,6 +1278,9 @@ impl Settle {
     /// Retries a `complete` whose first try failed with `error`, with
     /// backoff, for up to `complete_retry`, the lease renewed meanwhile.
     async fn retry_complete(mut self, mut error: StoreError) {
+        // Registered while it retries: a redelivery to this process records
+        // it first instead of taking the claim over (`pending_first`).
+        let _registered = self.pending.register(&self.key, self.token);
         let started = Instant::now();
         let mut delay = FIRST_COMPLETE_RETRY;
         let mut attempt: u32 = 1;
@@ -1167,6 +1293,10 @@ impl Settle {
             self.start_renewal();
             tracing::error!(key = %self.key, error = %error, attempt, retry_in_ms = delay.as_millis() as u64, "complete failed after a 2xx; retrying in the background");
             tokio::time::sleep(delay).await;
+            if !self.pending.holds(&self.key, self.token) {
+                tracing::info!(key = %self.key, "complete recorded by a redelivery to this process");
+                return;
+            }
             delay = (delay * 2).min(MAX_COMPLETE_RETRY);
             attempt += 1;
             match self.try_complete().await {
@@ -1208,6 +1338,71 @@ impl Settle {
                 false
             }
         }
+    }
+}
+
+/// The completions this process failed to record and retries in the
+/// background, by key (see [`Receiver::pending_first`]). Per receiver:
+/// across processes the lease rule stands.
+#[derive(Default)]
+struct PendingCompletions {
+    /// How many are registered: the claim path looks no further at zero.
+    count: std::sync::atomic::AtomicUsize,
+    keys: std::sync::Mutex<std::collections::HashMap<Arc<str>, ClaimToken>>,
+}
+
+impl PendingCompletions {
+    fn keys(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Arc<str>, ClaimToken>> {
+        self.keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers `key`'s completion with `token` until the guard is dropped.
+    fn register(self: &Arc<Self>, key: &Arc<str>, token: ClaimToken) -> PendingRegistration {
+        if self.keys().insert(Arc::clone(key), token).is_none() {
+            self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        PendingRegistration {
+            pending: Arc::clone(self),
+            key: Arc::clone(key),
+            token,
+        }
+    }
+
+    /// The token of `key`'s pending completion, if any.
+    fn token(&self, key: &str) -> Option<ClaimToken> {
+        if self.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            return None;
+        }
+        self.keys().get(key).copied()
+    }
+
+    /// Whether `key`'s completion with `token` is still pending.
+    fn holds(&self, key: &str, token: ClaimToken) -> bool {
+        self.token(key) == Some(token)
+    }
+
+    /// Unregisters `key`'s completion with `token` (not a later one's).
+    fn remove(&self, key: &str, token: ClaimToken) {
+        let mut keys = self.keys();
+        if keys.get(key) == Some(&token) {
+            keys.remove(key);
+            self.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// Unregisters a pending completion when its background retry ends.
+struct PendingRegistration {
+    pending: Arc<PendingCompletions>,
+    key: Arc<str>,
+    token: ClaimToken,
+}
+
+impl Drop for PendingRegistration {
+    fn drop(&mut self) {
+        self.pending.remove(&self.key, self.token);
     }
 }
 
@@ -1280,6 +1475,19 @@ impl Drop for ClaimGuard {
 #[must_use]
 pub struct ReceiverBuilder {
     inner: Inner,
+    /// `inbox_status` / `inbox_keep_headers`, applied at build whatever the
+    /// order of the calls.
+    inbox_settings: crate::inbox::accept::InboxSettings,
+    /// No store was chosen: [`build`](ReceiverBuilder::build) gives the
+    /// receiver an in-process store (feature `memory`).
+    default_store: bool,
+    /// Where in the source the receiver is built (`Receiver::new`/`builder`,
+    /// or actix's `Webhooks::new`, which track their caller).
+    site: &'static std::panic::Location<'static>,
+    /// Set by [`share_default_store`](ReceiverBuilder::share_default_store).
+    share_group: Option<u64>,
+    /// Set by [`route_label`](ReceiverBuilder::route_label).
+    route_label: Option<String>,
 }
 
 impl fmt::Debug for ReceiverBuilder {
@@ -1289,15 +1497,18 @@ impl fmt::Debug for ReceiverBuilder {
 }
 
 impl ReceiverBuilder {
-    fn new(verifier: Arc<dyn RequestVerifier>) -> Self {
-        #[cfg(feature = "memory")]
-        let store: Option<Arc<dyn DedupStore>> = Some(Arc::new(crate::dedup::MemoryStore::new()));
-        #[cfg(not(feature = "memory"))]
-        let store: Option<Arc<dyn DedupStore>> = None;
+    fn new(
+        verifier: Arc<dyn RequestVerifier>,
+        site: &'static std::panic::Location<'static>,
+    ) -> Self {
         Self {
+            default_store: true,
+            site,
+            share_group: None,
+            route_label: None,
             inner: Inner {
                 verifier,
-                store,
+                store: None,
                 body_limit: DEFAULT_BODY_LIMIT,
                 body_timeout: DEFAULT_BODY_TIMEOUT,
                 lease: DEFAULT_LEASE,
@@ -1312,7 +1523,9 @@ impl ReceiverBuilder {
                 clock: Arc::new(SystemTime::now),
                 inbox: None,
                 signals: Arc::new(Signals::new(DEFAULT_NAMESPACE)),
+                pending: Arc::default(),
             },
+            inbox_settings: crate::inbox::accept::InboxSettings::default(),
         }
     }
 
@@ -1330,21 +1543,64 @@ impl ReceiverBuilder {
         self
     }
 
-    /// The dedup store (default: in-process [`MemoryStore`](crate::dedup::MemoryStore)).
+    /// The dedup store (default: an in-process [`MemoryStore`] of the
+    /// receiver's own, or shared with its copies, see
+    /// [`share_default_store`](Self::share_default_store); none without the
+    /// `memory` feature).
+    #[cfg_attr(
+        feature = "memory",
+        doc = "\n\n[`MemoryStore`]: crate::dedup::MemoryStore"
+    )]
+    #[cfg_attr(
+        not(feature = "memory"),
+        doc = "\n\n[`MemoryStore`]: https://docs.rs/webhooks-core/latest/webhooks_core/dedup/struct.MemoryStore.html"
+    )]
     pub fn store(mut self, store: impl DedupStore) -> Self {
         self.inner.store = Some(Arc::new(store));
+        self.default_store = false;
         self
     }
 
     /// The dedup store, chosen at run time.
     pub fn shared_store(mut self, store: Arc<dyn DedupStore>) -> Self {
         self.inner.store = Some(store);
+        self.default_store = false;
+        self
+    }
+
+    /// Shares the default in-process store (when no store is set) with the
+    /// other receivers of this process built at the same place in the source
+    /// (the same `Receiver::builder` or `Receiver::new` call), with the same
+    /// [`namespace`](Self::namespace) and the same `group`, while one of them
+    /// lives.
+    ///
+    /// For frameworks that build the app once per worker thread: actix-web
+    /// runs `HttpServer::new`'s factory on each worker, and a store per
+    /// receiver would let two retries of one delivery on two workers both
+    /// run. actix-webhooks' `Webhooks::new` does this with the actix
+    /// `System`'s id as the group (the workers of one server; two tests, two
+    /// systems, keep apart); call it yourself when you build the receiver
+    /// inside the factory, or build it once outside and clone it in.
+    ///
+    /// ```
+    /// use webhooks_core::{Receiver, scheme::StandardWebhooks};
+    ///
+    /// let verifier = StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?;
+    /// // What a factory run on each of 4 workers builds: one store between them.
+    /// let workers: Vec<Receiver> = (0..4)
+    ///     .map(|_| Receiver::builder(verifier.clone()).share_default_store(1).build())
+    ///     .collect();
+    /// # Ok::<(), webhooks_core::ConfigError>(())
+    /// ```
+    pub fn share_default_store(mut self, group: u64) -> Self {
+        self.share_group = Some(group);
         self
     }
 
     /// No deduplication: every verified delivery runs the handler.
     pub fn no_dedup(mut self) -> Self {
         self.inner.store = None;
+        self.default_store = false;
         self
     }
 
@@ -1366,15 +1622,35 @@ impl ReceiverBuilder {
     }
 
     /// The prefix of every dedup key (default `webhooks`); give each route that
-    /// shares a store its own.
+    /// shares a store its own. Deliveries identified by a
+    /// [replay token](crate::Identity::ReplayToken) (Mailgun) are claimed
+    /// under [`REPLAY_NAMESPACE`] instead, so that a token seen on one route
+    /// is refused on every other: use one shared store for all the routes of
+    /// a Mailgun account.
+    /// Two receivers that share both the store and
+    /// the namespace, but not the scheme or the
+    /// [`route_label`](Self::route_label), are logged at `warn` when built:
+    /// the deliveries of one can be taken for duplicates of the other's.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.inner.namespace = namespace.into();
         self
     }
 
+    /// The `route` label of the receiver's metrics (default: the
+    /// [`namespace`](Self::namespace)). Set it when routes are told apart by
+    /// something else than their namespace (a namespace shared on purpose,
+    /// or a longer one than you want in a label); keep it bounded: one value
+    /// per route you configure, never an id.
+    pub fn route_label(mut self, label: impl Into<String>) -> Self {
+        self.route_label = Some(label.into());
+        self
+    }
+
     /// Derives the dedup id from the verified delivery (for schemes without an
     /// id, or to deduplicate on an event id in the body). `None` means: do not
-    /// deduplicate this delivery.
+    /// deduplicate this delivery. Not used for deliveries identified by a
+    /// [replay token](crate::Identity::ReplayToken) (Mailgun): their token is
+    /// claimed under [`REPLAY_NAMESPACE`] whatever this function says.
     pub fn dedup_key(
         mut self,
         f: impl Fn(&Verified, &[u8]) -> Option<String> + Send + Sync + 'static,
@@ -1390,7 +1666,10 @@ impl ReceiverBuilder {
         self.dedup_key(move |_, body| json_pointer_id(body, &pointer))
     }
 
-    /// What to do when the store is unreachable at claim (default: fail closed, 503).
+    /// What to do when the store is unreachable at claim (default: fail
+    /// closed, 503). Deliveries identified by a
+    /// [replay token](crate::Identity::ReplayToken) (Mailgun) always fail
+    /// closed: the token is their only replay guard.
     pub fn on_store_failure(mut self, policy: StoreFailure) -> Self {
         self.inner.store_failure = policy;
         self
@@ -1448,30 +1727,107 @@ impl ReceiverBuilder {
     }
 
     /// The status answered once a delivery is stored in the inbox (default
-    /// `202 Accepted`). Needs [`inbox`](Self::inbox) first.
+    /// `202 Accepted`). Needs [`inbox`](Self::inbox), called before or after.
     pub fn inbox_status(mut self, status: http::StatusCode) -> Self {
-        if let Some(inbox) = &mut self.inner.inbox {
-            inbox.status = status;
-        }
+        self.inbox_settings.status = Some(status);
         self
     }
 
     /// Request headers stored with each inbox event and handed to the worker
-    /// (default none). Needs [`inbox`](Self::inbox) first.
+    /// (default none). Needs [`inbox`](Self::inbox), called before or after.
     pub fn inbox_keep_headers(mut self, names: impl IntoIterator<Item = http::HeaderName>) -> Self {
-        if let Some(inbox) = &mut self.inner.inbox {
-            inbox.keep_headers = names.into_iter().collect();
-        }
+        self.inbox_settings.keep_headers = Some(names.into_iter().collect());
         self
     }
 
     /// The pipeline.
+    ///
+    /// # Panics
+    ///
+    /// When [`inbox_status`](Self::inbox_status) or
+    /// [`inbox_keep_headers`](Self::inbox_keep_headers) was set without an
+    /// [`inbox`](Self::inbox): a configuration that would silently do
+    /// nothing.
     pub fn build(mut self) -> Receiver {
-        self.inner.signals = Arc::new(Signals::new(&self.inner.namespace));
+        match &mut self.inner.inbox {
+            Some(inbox) => self.inbox_settings.apply(inbox),
+            None => assert!(
+                self.inbox_settings.is_empty(),
+                "ReceiverBuilder: inbox_status / inbox_keep_headers need an inbox (ReceiverBuilder::inbox)"
+            ),
+        }
+        if self.default_store {
+            // Without the `memory` feature there is no default store: no dedup.
+            #[cfg(feature = "memory")]
+            {
+                let store = match self.share_group {
+                    Some(group) => crate::dedup::MemoryStore::process_default(
+                        &self.inner.namespace,
+                        self.site,
+                        group,
+                    ),
+                    None => crate::dedup::MemoryStore::new(),
+                };
+                self.inner.store = Some(Arc::new(store));
+            }
+        }
+        let route = self.route_label.as_deref().unwrap_or(&self.inner.namespace);
+        if let Some(store) = &self.inner.store {
+            let scheme = self.inner.verifier.scheme();
+            if let Some(other) = note_store_user(store, &self.inner.namespace, scheme, route) {
+                tracing::warn!(
+                    namespace = %self.inner.namespace,
+                    scheme,
+                    route,
+                    other_scheme = other.0,
+                    other_route = %other.1,
+                    "two receivers share the dedup store and the namespace: a delivery to one \
+                     can be taken for a duplicate of the other's; give each route its own \
+                     namespace (ReceiverBuilder::namespace)"
+                );
+            }
+        }
+        self.inner.signals = Arc::new(Signals::new(route));
         Receiver {
             inner: Arc::new(self.inner),
         }
     }
+}
+
+/// The receivers built with each explicit store, while the store lives: its
+/// address, the namespace, the scheme and the route label.
+type StoreUser = (Weak<dyn DedupStore>, String, &'static str, String);
+static STORE_USERS: std::sync::Mutex<Vec<StoreUser>> = std::sync::Mutex::new(Vec::new());
+
+/// Records a receiver built on `store`; returns the scheme and route of a
+/// live receiver already on the same store and namespace whose scheme or
+/// route differ (the same scheme and route are copies of one route: actix
+/// workers, tests).
+fn note_store_user(
+    store: &Arc<dyn DedupStore>,
+    namespace: &str,
+    scheme: &'static str,
+    route: &str,
+) -> Option<(&'static str, String)> {
+    let mut users = STORE_USERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    users.retain(|(store, ..)| store.strong_count() > 0);
+    let clash = users
+        .iter()
+        .find(|(other, ns, other_scheme, other_route)| {
+            std::ptr::addr_eq(other.as_ptr(), Arc::as_ptr(store))
+                && ns == namespace
+                && (*other_scheme != scheme || other_route != route)
+        })
+        .map(|(_, _, other_scheme, other_route)| (*other_scheme, other_route.clone()));
+    users.push((
+        Arc::downgrade(store),
+        namespace.to_owned(),
+        scheme,
+        route.to_owned(),
+    ));
+    clash
 }
 
 /// Reads a string or number at `pointer` in a JSON body.
@@ -1487,6 +1843,37 @@ pub(crate) fn json_pointer_id(body: &[u8], pointer: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sharing_a_store_and_namespace_across_routes_is_noted() {
+        let store: Arc<dyn DedupStore> = Arc::new(crate::dedup::MemoryStore::new());
+        let other_store: Arc<dyn DedupStore> = Arc::new(crate::dedup::MemoryStore::new());
+        assert_eq!(
+            note_store_user(&store, "ns-note", "stripe", "ns-note"),
+            None
+        );
+        // A copy of the same route (an actix worker, a test): nothing to say.
+        assert_eq!(
+            note_store_user(&store, "ns-note", "stripe", "ns-note"),
+            None
+        );
+        // Another scheme, or another route label, on the same store and namespace.
+        assert_eq!(
+            note_store_user(&store, "ns-note", "github", "ns-note"),
+            Some(("stripe", "ns-note".to_owned()))
+        );
+        assert!(note_store_user(&store, "ns-note", "stripe", "payments").is_some());
+        // Another namespace or another store is fine.
+        assert_eq!(note_store_user(&store, "ns-note-2", "github", "x"), None);
+        assert_eq!(
+            note_store_user(&other_store, "ns-note", "github", "y"),
+            None
+        );
+        // A store that is gone is forgotten.
+        drop(store);
+        let again: Arc<dyn DedupStore> = Arc::new(crate::dedup::MemoryStore::new());
+        assert_eq!(note_store_user(&again, "ns-note", "github", "z"), None);
+    }
 
     /// A future whose state is `N` bytes, answering `value` after one
     /// pending poll.

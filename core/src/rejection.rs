@@ -29,6 +29,7 @@ pub const DUPLICATE_HEADER: &str = "webhook-duplicate";
 /// | [`HandlerPanicked`](Self::HandlerPanicked) | 500 | |
 /// | [`Extract`](Self::Extract) | 422 (JSON does not fit) or 500 (no layer) | |
 /// | [`Stored`](Self::Stored) | 202 (configurable) | |
+/// | [`Handshake`](Self::Handshake) | 200, the provider's answer | |
 ///
 /// A receiver's `on_reject` hook shapes the body and headers of these
 /// responses, never the protocol: the status, `Retry-After` and
@@ -87,6 +88,12 @@ pub enum Rejection {
         /// The status answered (default 202).
         status: StatusCode,
     },
+    /// A verified provider handshake, answered by the library (`200` with
+    /// the answer the provider's protocol fixes): neither stored nor
+    /// handed to the handler, in either mode. (Boxed: handshakes are rare,
+    /// and every request's future carries a `Rejection`.)
+    #[error("handshake answered")]
+    Handshake(Box<crate::Handshake>),
 }
 
 impl Rejection {
@@ -104,6 +111,7 @@ impl Rejection {
             Self::HandlerPanicked => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Extract(e) => e.status(),
             Self::Stored { status } => *status,
+            Self::Handshake(_) => StatusCode::OK,
         }
     }
 
@@ -122,6 +130,7 @@ impl Rejection {
             Self::HandlerPanicked => "handler_panicked",
             Self::Extract(e) => e.kind(),
             Self::Stored { .. } => "stored",
+            Self::Handshake(_) => "handshake",
         }
     }
 
@@ -149,13 +158,52 @@ impl Rejection {
     /// ```
     #[must_use]
     pub fn to_response(&self) -> Response<Bytes> {
-        let mut response = Response::new(Bytes::from(self.to_string()));
-        response.headers_mut().insert(
+        let parts = self.response_parts();
+        let mut response = Response::new(parts.body);
+        *response.status_mut() = parts.status;
+        let headers = response.headers_mut();
+        headers.insert(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
+            HeaderValue::from_static(parts.content_type),
         );
-        self.apply_protocol(&mut response);
+        if let Some(secs) = parts.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if parts.duplicate {
+            headers.insert(DUPLICATE_HEADER, HeaderValue::from_static("true"));
+        }
         response
+    }
+
+    /// What [`to_response`](Self::to_response) answers, in parts, for an
+    /// adapter to build its framework's response directly (actix-web's)
+    /// instead of translating an [`http::Response`].
+    ///
+    /// ```
+    /// use webhooks_core::Rejection;
+    ///
+    /// let parts = Rejection::Duplicate.response_parts();
+    /// assert_eq!((parts.status.as_u16(), parts.duplicate), (200, true));
+    /// ```
+    #[must_use]
+    pub fn response_parts(&self) -> ResponseParts {
+        let (body, content_type) = match self {
+            Self::Handshake(answer) => (answer.body().clone(), answer.content_type()),
+            _ => (Bytes::from(self.to_string()), "text/plain; charset=utf-8"),
+        };
+        ResponseParts {
+            status: self.status(),
+            content_type,
+            retry_after_secs: self.retry_after_secs(),
+            duplicate: matches!(self, Self::Duplicate),
+            body,
+        }
+    }
+
+    /// `Retry-After` in whole seconds, rounded up, at least 1.
+    fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after()
+            .map(|after| (after.as_secs() + u64::from(after.subsec_nanos() > 0)).max(1))
     }
 
     /// Sets what the sender's retry logic reads, whatever a custom response
@@ -164,10 +212,9 @@ impl Rejection {
     pub(crate) fn apply_protocol<B>(&self, response: &mut Response<B>) {
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
-        match self.retry_after() {
-            Some(after) => {
-                let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        match self.retry_after_secs() {
+            Some(secs) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
             }
             None => {
                 headers.remove(header::RETRY_AFTER);
@@ -179,6 +226,24 @@ impl Rejection {
             headers.remove(DUPLICATE_HEADER);
         }
     }
+}
+
+/// A rejection's response in parts ([`Rejection::response_parts`]): what
+/// [`Rejection::to_response`] sends, for an adapter to build its framework's
+/// response from directly.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ResponseParts {
+    /// The status.
+    pub status: StatusCode,
+    /// The `Content-Type`.
+    pub content_type: &'static str,
+    /// `Retry-After`, in whole seconds, when the sender should come back.
+    pub retry_after_secs: Option<u64>,
+    /// Whether the response carries `webhook-duplicate: true`.
+    pub duplicate: bool,
+    /// The body: the short public reason, or a handshake's answer.
+    pub body: Bytes,
 }
 
 /// Why a handler's `VerifiedWebhook<T>` extractor failed.
@@ -230,5 +295,38 @@ impl ExtractError {
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         response
+    }
+}
+
+/// A verified body that an event model's own constructor refused, as the
+/// `422` [`ExtractError::Json`] that `VerifiedWebhook<T>` answers: for
+/// models built from more than the body, such as octocrab's GitHub
+/// `WebhookEvent::try_from_header_and_body(event_type, body)`, which a
+/// handler calls with [`Verified::event_type`](crate::Verified::event_type)
+/// (docs/typed-events.md). The path is `.` (such constructors do not track
+/// one); the message is serde's without the body's values, and the failure is
+/// logged at WARN like the extractors' (the sender retries a `422`).
+///
+/// ```
+/// use webhooks_core::ExtractError;
+///
+/// let error = serde_json::from_str::<u32>(r#""hunter2""#).unwrap_err();
+/// let ExtractError::Json { path, message } = ExtractError::from(error) else { panic!() };
+/// assert_eq!(path, ".");
+/// assert!(message.starts_with("invalid type, expected u32"), "{message}");
+/// assert!(!message.contains("hunter2"));
+/// ```
+impl From<serde_json::Error> for ExtractError {
+    fn from(error: serde_json::Error) -> Self {
+        let message = crate::delivery::scrub(&error.to_string());
+        tracing::warn!(
+            path = ".",
+            error = %message,
+            "webhook body does not fit the handler's type; answering 422"
+        );
+        Self::Json {
+            path: ".".into(),
+            message,
+        }
     }
 }

@@ -8,7 +8,8 @@
 //! resolves its handles on first use and keeps them.
 //!
 //! Labels are bounded: `scheme` (the verifier's name, e.g. `stripe`), `route`
-//! (the receiver's [namespace](crate::ReceiverBuilder::namespace), one per
+//! (the receiver's [`route_label`](crate::ReceiverBuilder::route_label),
+//! by default its [namespace](crate::ReceiverBuilder::namespace): one per
 //! route you configure), and one small enumerated label per series. Delivery
 //! ids, tenants, secrets and bodies are never labels.
 //!
@@ -37,6 +38,10 @@
 //!
 //! [`Receiver`]: crate::Receiver
 //! [`Rejection::kind`]: crate::Rejection::kind
+#![cfg_attr(
+    not(feature = "metrics"),
+    doc = "\n\n[`metrics`]: https://docs.rs/metrics"
+)]
 
 #[cfg(feature = "metrics")]
 use std::sync::{Arc, RwLock};

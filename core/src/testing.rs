@@ -48,7 +48,13 @@
 //!   with [`TestDelivery::signed_with`] and an empty header map.
 //! * **Linear** keeps its timestamp in the body (`webhookTimestamp`, Unix
 //!   milliseconds): put a fresh one in the body you sign.
+#![cfg_attr(
+    not(feature = "ed25519"),
+    doc = "\n\n[`DiscordSigner`]: https://docs.rs/webhooks-core/latest/webhooks_core/testing/struct.DiscordSigner.html"
+)]
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, Once};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -104,9 +110,19 @@ pub trait SignTest {
 /// an event type (for schemes that send it in a header), a timestamp (now
 /// unless set) and a URL (for the schemes that sign it).
 ///
-/// Each `TestDelivery` gets its own random id, so two of them are two
-/// deliveries to the dedup store; clone one (or set the same
-/// [`id`](Self::id)) to send a retry of the same delivery.
+/// Each `TestDelivery` gets its own random id, so for the schemes that
+/// deduplicate on a signed id (Standard Webhooks, Stripe, Slack, Paddle…)
+/// two of them are two deliveries to the dedup store; clone one (or set the
+/// same [`id`](Self::id)) to send a retry of the same delivery.
+///
+/// **Same body, same delivery.** The schemes whose id travels in a header
+/// the signature does not cover deduplicate on the body's SHA-256 instead
+/// ([`Identity::Content`](crate::Identity::Content)): GitHub, Shopify,
+/// GitLab, Linear, Twilio, Zoom, HubSpot, Mandrill and `GenericHmac` (unless
+/// it reads a signed id). For them two deliveries with the same body are one
+/// delivery, whatever their ids: the second is answered as a duplicate and
+/// the handler does not run. To send distinct deliveries, vary the body, or
+/// write each delivery's id into it with [`id_in_body`](Self::id_in_body).
 #[derive(Clone)]
 #[must_use]
 pub struct TestDelivery {
@@ -162,6 +178,39 @@ impl TestDelivery {
     /// it as the token.
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = id.into();
+        self
+    }
+
+    /// Writes the delivery's id into the JSON body's top-level `field`, so
+    /// that two deliveries with otherwise equal bodies are two deliveries for
+    /// the schemes that deduplicate on the body (GitHub, Shopify,
+    /// `GenericHmac`…; see [`TestDelivery`]). Call it after
+    /// [`id`](Self::id) when you set one.
+    ///
+    /// ```
+    /// use webhooks_core::testing::TestDelivery;
+    ///
+    /// let a = TestDelivery::new(r#"{"action":"opened"}"#).id_in_body("test_delivery");
+    /// let b = TestDelivery::new(r#"{"action":"opened"}"#).id_in_body("test_delivery");
+    /// assert_ne!(a.body(), b.body());
+    /// let body: serde_json::Value = serde_json::from_slice(a.body())?;
+    /// assert_eq!(body["test_delivery"], a.delivery_id());
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When the body is not a JSON object: a bug in the test.
+    pub fn id_in_body(mut self, field: &str) -> Self {
+        let mut body: serde_json::Map<String, serde_json::Value> =
+            match serde_json::from_slice(&self.body) {
+                Ok(object) => object,
+                Err(e) => panic!("TestDelivery::id_in_body needs a JSON object body: {e}"),
+            };
+        body.insert(field.to_owned(), serde_json::Value::String(self.id.clone()));
+        #[allow(clippy::expect_used)]
+        let body = serde_json::to_vec(&body).expect("a JSON map serializes");
+        self.body = body.into();
         self
     }
 
@@ -295,9 +344,23 @@ impl TestDelivery {
     }
 }
 
-impl From<&'static str> for TestDelivery {
-    fn from(body: &'static str) -> Self {
-        Self::new(body)
+/// Any string slice, copied: `signed_request(&v, uri, body.as_str())`.
+impl From<&str> for TestDelivery {
+    fn from(body: &str) -> Self {
+        Self::new(Bytes::copy_from_slice(body.as_bytes()))
+    }
+}
+
+impl From<&String> for TestDelivery {
+    fn from(body: &String) -> Self {
+        Self::from(body.as_str())
+    }
+}
+
+/// Any byte slice, copied.
+impl From<&[u8]> for TestDelivery {
+    fn from(body: &[u8]) -> Self {
+        Self::new(Bytes::copy_from_slice(body))
     }
 }
 
@@ -575,6 +638,70 @@ impl<T: SignTest + ?Sized> SignTest for std::sync::Arc<T> {
     }
 }
 
+/// The panic messages expected now, each with the id of its guard.
+static EXPECTED_PANICS: Mutex<Vec<(u64, &'static str)>> = Mutex::new(Vec::new());
+
+/// Keeps quiet, while the guard lives, the panics a test causes on purpose
+/// (a handler that panics to test the `500` and the retry): a panic whose
+/// message contains `message` prints nothing, on any thread; every other
+/// panic prints as before (through the hook that was installed), so a real
+/// failure stands out.
+///
+/// The first call installs a process-wide panic hook that wraps the one in
+/// place; it stays, and does nothing while no guard lives.
+///
+/// ```
+/// use webhooks_core::testing::expect_panics;
+///
+/// let _quiet = expect_panics("handler panicked on purpose");
+/// let result = std::thread::spawn(|| panic!("handler panicked on purpose")).join();
+/// assert!(result.is_err()); // and nothing was printed
+/// ```
+#[must_use = "the panics are quiet only while the guard lives"]
+pub fn expect_panics(message: &'static str) -> ExpectedPanics {
+    static INSTALL: Once = Once::new();
+    static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let text = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+            let expected = text.is_some_and(|text| {
+                lock_expected()
+                    .iter()
+                    .any(|(_, message)| text.contains(message))
+            });
+            if !expected {
+                previous(info);
+            }
+        }));
+    });
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    lock_expected().push((id, message));
+    ExpectedPanics { id }
+}
+
+fn lock_expected() -> std::sync::MutexGuard<'static, Vec<(u64, &'static str)>> {
+    EXPECTED_PANICS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The guard [`expect_panics`] returns: the message is expected until it drops.
+#[derive(Debug)]
+pub struct ExpectedPanics {
+    id: u64,
+}
+
+impl Drop for ExpectedPanics {
+    fn drop(&mut self) {
+        lock_expected().retain(|(id, _)| *id != self.id);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -592,6 +719,32 @@ mod tests {
         assert_ne!(a.delivery_id(), b.delivery_id());
         let headers = a.signed_headers(&v).unwrap();
         assert!(v.verify(&headers, a.body(), SystemTime::now()).is_ok());
+    }
+
+    #[test]
+    fn borrowed_bodies_are_copied() {
+        let body = String::from(r#"{"a":1}"#);
+        let from_str = TestDelivery::from(body.as_str());
+        let from_string = TestDelivery::from(&body);
+        let from_bytes = TestDelivery::from(body.as_bytes());
+        drop(body);
+        for d in [from_str, from_string, from_bytes] {
+            assert_eq!(d.body().as_ref(), br#"{"a":1}"#);
+        }
+    }
+
+    #[test]
+    fn ids_in_the_body_make_body_digest_deliveries_distinct() {
+        let same = [TestDelivery::new("{}"), TestDelivery::new("{}")];
+        assert_eq!(same[0].body(), same[1].body());
+        let distinct = [
+            TestDelivery::new(r#"{"a":1}"#).id_in_body("test_id"),
+            TestDelivery::new(r#"{"a":1}"#).id_in_body("test_id"),
+        ];
+        assert_ne!(distinct[0].body(), distinct[1].body());
+        let body: serde_json::Value = serde_json::from_slice(distinct[0].body()).unwrap();
+        assert_eq!(body["a"], 1);
+        assert_eq!(body["test_id"], distinct[0].delivery_id());
     }
 
     #[test]

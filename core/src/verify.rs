@@ -9,6 +9,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::PublicUrl;
 use crate::VerifyError;
+use crate::headers::HeaderLookup;
 
 /// Which configured secret or key verified a delivery.
 ///
@@ -63,6 +64,17 @@ pub enum Identity {
     /// it under a fresh id. [`Verified::id`] still carries the provider's id,
     /// for logs and handlers.
     Content,
+    /// [`Verified::id`] is a token the signature covers, unique per request
+    /// across every route that trusts the same key, while the event data is
+    /// **not** signed (Mailgun's `token`): only the token stops a captured
+    /// signature from carrying other event data, to this route or to another
+    /// one of the same account. The receive pipeline therefore claims the
+    /// token under the route-independent namespace
+    /// [`REPLAY_NAMESPACE`](crate::receiver::REPLAY_NAMESPACE), whatever the route's
+    /// namespace or custom [`dedup_key`](crate::ReceiverBuilder::dedup_key),
+    /// and never fails open on it: share one store between every route of
+    /// the account.
+    ReplayToken,
 }
 
 /// What a [`Verifier`] established about an authentic delivery.
@@ -167,7 +179,9 @@ impl Verified {
     /// copying it.
     pub(crate) fn dedup_id_ref(&self, body: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
         match self.identity {
-            Identity::SignedId => self.id.as_deref().map(std::borrow::Cow::Borrowed),
+            Identity::SignedId | Identity::ReplayToken => {
+                self.id.as_deref().map(std::borrow::Cow::Borrowed)
+            }
             Identity::Content => Some(std::borrow::Cow::Owned(format!(
                 "sha256:{}",
                 crate::scheme::encode_hex(&Sha256::digest(body))
@@ -268,7 +282,52 @@ pub trait Verifier: Send + Sync {
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        self.verify(head.headers, body, now)
+        self.verify(head.header_map(), body, now)
+    }
+
+    /// The answer to a provider handshake, if this verified request is one
+    /// (Zoom's URL validation, Discord's PING, Slack's URL verification):
+    /// the pipeline then answers it itself, and neither stores it nor runs
+    /// the handler. Called only after [`verify`](Self::verify) succeeded.
+    /// Defaults to `None`.
+    fn handshake(&self, verified: &Verified, body: &[u8]) -> Option<crate::Handshake> {
+        let _ = (verified, body);
+        None
+    }
+
+    /// Checks, before the body is read, what the headers alone can tell:
+    /// the scheme's signature header present and well-formed, its signed
+    /// timestamp inside the tolerance. The receive pipeline calls it once
+    /// the head has arrived, so a request that must fail is answered at
+    /// once instead of after its body (which an attacker can trickle for
+    /// the whole body timeout). The default checks nothing.
+    ///
+    /// An implementation refuses only what [`verify`](Self::verify) would
+    /// refuse, with the error `verify` would give for any body.
+    ///
+    /// # Errors
+    ///
+    /// The [`VerifyError`] that `verify` would return whatever the body.
+    fn check_headers(&self, headers: &HeaderMap, now: SystemTime) -> Result<(), VerifyError> {
+        let _ = (headers, now);
+        Ok(())
+    }
+
+    /// [`check_headers`](Self::check_headers) on the request's head, which
+    /// the receive pipeline calls. The default calls `check_headers` with
+    /// [`RequestHead::header_map`]; a scheme that reads the headers through
+    /// [`HeaderLookup`] overrides it (and [`verify_head`](Self::verify_head))
+    /// so that a framework's own header map is never copied.
+    ///
+    /// # Errors
+    ///
+    /// As [`check_headers`](Self::check_headers).
+    fn check_request_head(
+        &self,
+        head: RequestHead<'_>,
+        now: SystemTime,
+    ) -> Result<(), VerifyError> {
+        self.check_headers(head.header_map(), now)
     }
 }
 
@@ -294,6 +353,22 @@ impl<V: Verifier + ?Sized> Verifier for Arc<V> {
     ) -> Result<Verified, VerifyError> {
         (**self).verify_head(head, body, now)
     }
+
+    fn handshake(&self, verified: &Verified, body: &[u8]) -> Option<crate::Handshake> {
+        (**self).handshake(verified, body)
+    }
+
+    fn check_headers(&self, headers: &HeaderMap, now: SystemTime) -> Result<(), VerifyError> {
+        (**self).check_headers(headers, now)
+    }
+
+    fn check_request_head(
+        &self,
+        head: RequestHead<'_>,
+        now: SystemTime,
+    ) -> Result<(), VerifyError> {
+        (**self).check_request_head(head, now)
+    }
 }
 
 impl<V: Verifier + ?Sized> Verifier for Box<V> {
@@ -318,6 +393,22 @@ impl<V: Verifier + ?Sized> Verifier for Box<V> {
     ) -> Result<Verified, VerifyError> {
         (**self).verify_head(head, body, now)
     }
+
+    fn handshake(&self, verified: &Verified, body: &[u8]) -> Option<crate::Handshake> {
+        (**self).handshake(verified, body)
+    }
+
+    fn check_headers(&self, headers: &HeaderMap, now: SystemTime) -> Result<(), VerifyError> {
+        (**self).check_headers(headers, now)
+    }
+
+    fn check_request_head(
+        &self,
+        head: RequestHead<'_>,
+        now: SystemTime,
+    ) -> Result<(), VerifyError> {
+        (**self).check_request_head(head, now)
+    }
 }
 
 /// What a [`RequestVerifier`] sees of a request: its path, query and headers.
@@ -325,21 +416,32 @@ impl<V: Verifier + ?Sized> Verifier for Box<V> {
 /// Schemes that sign the URL the provider called rebuild it with
 /// [`url`](Self::url) from a configured [`PublicUrl`]: behind a proxy the
 /// `Host` header is not the public host, so it is never trusted by default.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct RequestHead<'a> {
     /// The request path (without the query), as received (percent-encoded).
     pub path: &'a str,
     /// The query string (without the `?`), as received, if the request had one.
     pub query: Option<&'a str>,
-    /// The request headers.
-    pub headers: &'a HeaderMap,
+    /// The request headers, read in place ([`HeaderLookup`]: an
+    /// [`http::HeaderMap`], or a framework's own map).
+    pub headers: &'a dyn HeaderLookup,
+}
+
+/// The path and query; not the headers (they carry signatures).
+impl fmt::Debug for RequestHead<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestHead")
+            .field("path", &self.path)
+            .field("query", &self.query)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> RequestHead<'a> {
     /// A request head from a path and headers, without a query.
     #[must_use]
-    pub fn new(path: &'a str, headers: &'a HeaderMap) -> Self {
+    pub fn new(path: &'a str, headers: &'a dyn HeaderLookup) -> Self {
         Self {
             path,
             query: None,
@@ -357,7 +459,7 @@ impl<'a> RequestHead<'a> {
     /// assert_eq!((head.path, head.query), ("/sms", Some("a=1&b=2")));
     /// ```
     #[must_use]
-    pub fn from_path_and_query(path_and_query: &'a str, headers: &'a HeaderMap) -> Self {
+    pub fn from_path_and_query(path_and_query: &'a str, headers: &'a dyn HeaderLookup) -> Self {
         match path_and_query.split_once('?') {
             Some((path, query)) => Self::new(path, headers).with_query(Some(query)),
             None => Self::new(path_and_query, headers),
@@ -369,6 +471,14 @@ impl<'a> RequestHead<'a> {
     pub fn with_query(mut self, query: Option<&'a str>) -> Self {
         self.query = query;
         self
+    }
+
+    /// The headers as an [`http::HeaderMap`] ([`HeaderLookup::header_map`]):
+    /// the map itself when the request's headers are one, otherwise a copy
+    /// made once, on first use.
+    #[must_use]
+    pub fn header_map(&self) -> &'a HeaderMap {
+        self.headers.header_map()
     }
 
     /// The path followed by `?` and the query when there is one.
@@ -443,6 +553,26 @@ pub trait RequestVerifier: Send + Sync {
         let _ = (head, body, now);
         None
     }
+
+    /// The answer to a provider handshake (see [`Verifier::handshake`]).
+    /// Defaults to `None`.
+    fn handshake(&self, verified: &Verified, body: &[u8]) -> Option<crate::Handshake> {
+        let _ = (verified, body);
+        None
+    }
+
+    /// Checks, before the body is read, what the request's head alone can
+    /// tell (see [`Verifier::check_headers`], which every [`Verifier`]
+    /// answers here). The default checks nothing.
+    ///
+    /// # Errors
+    ///
+    /// The [`VerifyError`] that [`verify_request`](Self::verify_request)
+    /// would return whatever the body.
+    fn check_head(&self, head: RequestHead<'_>, now: SystemTime) -> Result<(), VerifyError> {
+        let _ = (head, now);
+        Ok(())
+    }
 }
 
 #[async_trait::async_trait]
@@ -460,6 +590,10 @@ impl<V: Verifier + ?Sized> RequestVerifier for V {
         Some(self.verify_head(head, body, now))
     }
 
+    fn check_head(&self, head: RequestHead<'_>, now: SystemTime) -> Result<(), VerifyError> {
+        self.check_request_head(head, now)
+    }
+
     async fn verify_request(
         &self,
         head: RequestHead<'_>,
@@ -467,5 +601,9 @@ impl<V: Verifier + ?Sized> RequestVerifier for V {
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
         self.verify_head(head, body, now)
+    }
+
+    fn handshake(&self, verified: &Verified, body: &[u8]) -> Option<crate::Handshake> {
+        Verifier::handshake(self, verified, body)
     }
 }

@@ -80,6 +80,37 @@ async fn accepts_attempts_and_gauges_are_counted() {
     );
     assert_eq!(depth_before, Some(1.0));
     assert_eq!(seen.gauges.get(signals::DEPTH), Some(&0.0));
+
+    // A type the worker's enum does not list: completed at once, counted
+    // as `unknown_type`, the handler not run.
+    #[derive(serde::Deserialize)]
+    #[serde(tag = "type", content = "data")]
+    enum Email {
+        #[serde(rename = "email.sent")]
+        Sent {},
+    }
+    let event = webhooks_core::inbox::NewEvent::new(
+        "email:test:new",
+        "test",
+        r#"{"type":"email.new","data":{}}"#,
+    );
+    inbox.accept(&event).await.unwrap();
+    let worker = Worker::builder(Arc::clone(&inbox))
+        .poll_interval(Duration::from_millis(10))
+        .handler(|_: Job<webhooks_core::event::Event<Email>>| async { Err::<(), _>("ran") });
+    let report = worker.run_until_idle().await;
+    assert_eq!((report.unknown_type, report.completed), (1, 0));
+    seen.fold(&snapshotter);
+    assert_eq!(
+        seen.counts
+            .get("webhooks_inbox_attempts_total{outcome=unknown_type}"),
+        Some(&1)
+    );
+    assert_eq!(
+        seen.counts.get("webhooks_inbox_handler_duration_seconds{}"),
+        Some(&1),
+        "the handler did not run"
+    );
 }
 
 /// Every snapshot folded together (snapshots drain counters and histograms).

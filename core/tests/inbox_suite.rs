@@ -1,12 +1,14 @@
 //! One list of durable-inbox scenarios, run against every `Inbox` backend
-//! whose feature is on: SQLite, PostgreSQL, MySQL/MariaDB and Redis.
+//! whose feature is on: SQLite, PostgreSQL, MySQL/MariaDB, Redis and a
+//! Redis Cluster (feature `redis-cluster`; the cluster `.ci/redis-cluster
+//! start` runs, found through `WEBHOOKS_REDIS_CLUSTER_URL`).
 //!
 //! ```text
 //! cargo test -p webhooks-core --all-features --test inbox_suite
 //! ```
 //!
 //! Servers come from `WEBHOOKS_POSTGRES_URL` / `WEBHOOKS_MYSQL_URL` /
-//! `WEBHOOKS_REDIS_URL` (see
+//! `WEBHOOKS_REDIS_URL` / `WEBHOOKS_REDIS_CLUSTER_URL` (see
 //! `support`); a server that is down skips its tests, or fails them under
 //! `CI=true`. Each test works in its own table (or SQLite file).
 //!
@@ -33,8 +35,8 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use webhooks_core::inbox::{
-    Accepted, Backoff, ClaimToken, DeadLetterFilter, Inbox, InboxError, Job, NewEvent, Shutdown,
-    Transition, Worker,
+    Accepted, Backoff, ClaimToken, DeadLetterFilter, DeliveryFilter, DeliveryOrder, DeliveryPage,
+    DeliveryState, Inbox, InboxError, Job, NewEvent, Shutdown, Transition, Worker,
 };
 use webhooks_core::scheme::StandardWebhooks;
 use webhooks_core::{Receiver, Rejection};
@@ -86,6 +88,21 @@ impl Target {
             url: support::redis_url().await?,
             table: format!("inbox-{}:", support::unique_suffix()),
         })
+    }
+
+    /// A cluster inbox on its own key prefix (16 partitions, the default).
+    #[cfg(feature = "redis-cluster")]
+    async fn redis_cluster() -> Option<Self> {
+        Some(Self {
+            kind: "redis-cluster".into(),
+            url: support::redis_cluster_url().await?,
+            table: format!("inbox-{}:", support::unique_suffix()),
+        })
+    }
+
+    /// Whether the key prefix is Redis' (single server or cluster).
+    fn is_redis(&self) -> bool {
+        self.kind.starts_with("redis")
     }
 
     fn encode(&self) -> String {
@@ -159,6 +176,16 @@ impl Target {
                     .await?;
                 Ok(Arc::new(inbox))
             }
+            #[cfg(feature = "redis-cluster")]
+            "redis-cluster" => {
+                let inbox = webhooks_core::inbox::RedisClusterInbox::builder([url])
+                    .key_prefix(&self.table)
+                    .command_timeout(timeout)
+                    .connect_timeout(Duration::from_secs(2))
+                    .connect()
+                    .await?;
+                Ok(Arc::new(inbox))
+            }
             other => panic!("backend {other} not built"),
         }
     }
@@ -175,17 +202,33 @@ impl Target {
             #[cfg(feature = "postgres")]
             "postgres" => {
                 if let Ok(pool) = sqlx::PgPool::connect(&self.url).await {
-                    let _ = sqlx::query(&format!("DROP TABLE IF EXISTS \"{}\"", self.table))
-                        .execute(&pool)
-                        .await;
+                    let tables = [
+                        self.table.clone(),
+                        format!("{}_control", self.table),
+                        format!("{}_activity", self.table),
+                    ];
+                    for table in tables {
+                        let _ = sqlx::query(&format!("DROP TABLE IF EXISTS \"{table}\""))
+                            .execute(&pool)
+                            .await;
+                    }
+                    let function = format!("DROP FUNCTION IF EXISTS \"{}_act_fn\"", self.table);
+                    let _ = sqlx::query(&function).execute(&pool).await;
                 }
             }
             #[cfg(feature = "mysql")]
             "mysql" => {
                 if let Ok(pool) = sqlx::MySqlPool::connect(&self.url).await {
-                    let _ = sqlx::query(&format!("DROP TABLE IF EXISTS `{}`", self.table))
-                        .execute(&pool)
-                        .await;
+                    let tables = [
+                        self.table.clone(),
+                        format!("{}_control", self.table),
+                        format!("{}_activity", self.table),
+                    ];
+                    for table in tables {
+                        let _ = sqlx::query(&format!("DROP TABLE IF EXISTS `{table}`"))
+                            .execute(&pool)
+                            .await;
+                    }
                 }
             }
             #[cfg(feature = "redis")]
@@ -204,9 +247,42 @@ impl Target {
                     }
                 }
             }
+            #[cfg(feature = "redis-cluster")]
+            "redis-cluster" => {
+                let authority = support::authority(&self.url).expect("host:port");
+                for primary in cluster_primaries(&authority).await {
+                    let Ok(client) = ::redis::Client::open(format!("redis://{primary}")) else {
+                        continue;
+                    };
+                    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+                        continue;
+                    };
+                    let keys: Vec<String> = ::redis::cmd("KEYS")
+                        .arg(format!("{{{}p*", self.table))
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap_or_default();
+                    // One DEL per key: a node refuses a DEL across slots.
+                    for key in keys {
+                        let _: Result<(), _> =
+                            ::redis::cmd("DEL").arg(key).query_async(&mut conn).await;
+                    }
+                }
+            }
             _ => {}
         }
     }
+}
+
+/// The primaries' `host:port` of the cluster the node at `authority` belongs to.
+#[cfg(feature = "redis-cluster")]
+async fn cluster_primaries(authority: &str) -> Vec<String> {
+    support::cluster_nodes(authority)
+        .await
+        .into_iter()
+        .filter(|(_, flags)| flags.contains("master") && !flags.contains("fail"))
+        .map(|(address, _)| address)
+        .collect()
 }
 
 /// The test event.
@@ -416,6 +492,22 @@ fn child_process() {
                 append(&log, "accepted\n");
                 std::process::abort();
             }
+            // A worker (batches of 4) until the file `<log>.stop` appears;
+            // `<log>.ready` once it runs.
+            "work_until_stopped" => {
+                let shutdown = Shutdown::new();
+                let worker = logging_worker(Arc::clone(&inbox), log.clone(), 4);
+                let running = tokio::spawn(worker.run(shutdown.signal()));
+                append(&log.with_extension("ready"), "ready\n");
+                let stop = log.with_extension("stop");
+                let started = Instant::now();
+                // At most two minutes, should the test that started it fail.
+                while !stop.exists() && started.elapsed() < Duration::from_secs(120) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                shutdown.trigger();
+                running.await.unwrap();
+            }
             #[cfg(feature = "sqlite")]
             "tx_abort_sqlite" => transactional::sqlite::child_abort(&target, log).await,
             #[cfg(feature = "postgres")]
@@ -578,8 +670,10 @@ async fn lease_expiry_takeover(target: Target) {
         .await
         .unwrap();
     let stuck = ClaimToken::random();
+    // A 2 s lease: long enough that the check below runs inside it even on
+    // a loaded machine (a cluster lease visits 16 partitions; 300 ms flaked).
     let first = inbox
-        .lease(stuck, 10, Duration::from_millis(300), 5)
+        .lease(stuck, 10, Duration::from_secs(2), 5)
         .await
         .unwrap();
     assert_eq!(first.len(), 1);
@@ -592,7 +686,7 @@ async fn lease_expiry_takeover(target: Target) {
             .unwrap()
             .is_empty()
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await;
     let taker = ClaimToken::random();
     let second = inbox
         .lease(taker, 10, Duration::from_secs(5), 5)
@@ -683,6 +777,110 @@ async fn complete_many_is_token_checked(target: Target) {
     );
     let stats = inbox.stats().await.unwrap();
     assert_eq!((stats.completed, stats.in_flight, stats.pending), (3, 0, 0));
+    target.cleanup().await;
+}
+
+/// Per-minute activity, counted in the store: each accepted, completed and
+/// failed (retried, dead-lettered, expired on its last attempt) event once;
+/// duplicates, stale transitions, hand-backs and replays not at all; 60
+/// consecutive minutes, zeros where idle.
+async fn activity_counts_each_transition_once(target: Target) {
+    let inbox = target.open().await;
+    let before = inbox.activity(60).await.unwrap();
+    assert_eq!(before.minutes.len(), 60);
+    assert_eq!(before.totals(), (0, 0, 0));
+    for n in 0..7 {
+        let event = NewEvent::new(key(n), "test", body(n, false));
+        assert_eq!(inbox.accept(&event).await.unwrap(), Accepted::Stored);
+    }
+    let duplicate = NewEvent::new(key(0), "test", body(0, false));
+    assert_eq!(inbox.accept(&duplicate).await.unwrap(), Accepted::Duplicate);
+    let (a, stale) = (ClaimToken::random(), ClaimToken::random());
+    let leased = inbox.lease(a, 6, Duration::from_secs(30), 5).await.unwrap();
+    assert_eq!(leased.len(), 6);
+    let k: Vec<&str> = leased.iter().map(|e| e.meta.key.as_str()).collect();
+    // A batch with a stale pair: two completions counted.
+    assert_eq!(
+        inbox
+            .complete_many(&[(k[0], a), (k[1], stale), (k[2], a)])
+            .await
+            .unwrap(),
+        vec![Transition::Applied, Transition::Stale, Transition::Applied]
+    );
+    // The same batch again (a flusher's retry after a lost answer; MySQL
+    // answers it applied, the others stale): nothing counted again.
+    inbox.complete_many(&[(k[0], a), (k[2], a)]).await.unwrap();
+    assert_eq!(
+        inbox.complete(k[1], stale).await.unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(inbox.complete(k[1], a).await.unwrap(), Transition::Applied);
+    assert_eq!(inbox.complete(k[1], a).await.unwrap(), Transition::Stale);
+    let delay = Duration::from_secs(60);
+    assert_eq!(
+        inbox.retry(k[3], stale, delay, "x").await.unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(
+        inbox.retry(k[3], a, delay, "boom").await.unwrap(),
+        Transition::Applied
+    );
+    assert_eq!(
+        inbox.dead_letter(k[4], stale, "x").await.unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(
+        inbox.dead_letter(k[4], a, "poison").await.unwrap(),
+        Transition::Applied
+    );
+    assert_eq!(inbox.release(k[5], a).await.unwrap(), Transition::Applied);
+    assert_eq!(inbox.replay(k[4]).await.unwrap(), Transition::Applied);
+    // Expired on its last attempt: dead-lettered by the next lease, a failure.
+    let last = inbox
+        .lease(ClaimToken::random(), 1, Duration::from_millis(100), 1)
+        .await
+        .unwrap();
+    assert_eq!(last.len(), 1);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let next = inbox
+        .lease(ClaimToken::random(), 10, Duration::from_secs(30), 1)
+        .await
+        .unwrap();
+    assert!(next.iter().all(|e| e.meta.key != last[0].meta.key));
+    assert!(
+        inbox
+            .dead_letter_get(&last[0].meta.key)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    let activity = inbox.activity(60).await.unwrap();
+    assert_eq!(activity.minutes.len(), 60);
+    assert_eq!(activity.totals(), (7, 3, 3), "{activity:?}");
+    for pair in activity.minutes.windows(2) {
+        assert_eq!(
+            pair[1].start.duration_since(pair[0].start).unwrap(),
+            Duration::from_secs(60)
+        );
+    }
+    let now = activity.current().unwrap();
+    assert!(now.start <= SystemTime::now() + Duration::from_secs(5));
+    if before.current().unwrap().start == now.start {
+        // No minute boundary crossed: all of it in the current minute,
+        // every other minute idle.
+        assert_eq!((now.accepted, now.completed, now.failed), (7, 3, 3));
+        assert!(
+            activity.minutes[..59]
+                .iter()
+                .all(|m| (m.accepted, m.completed, m.failed) == (0, 0, 0))
+        );
+    }
+    let short = inbox.activity(5).await.unwrap();
+    assert_eq!(short.minutes.len(), 5);
+    assert_eq!(short.totals(), (7, 3, 3));
+    assert_eq!(inbox.activity(0).await.unwrap().minutes.len(), 1);
+    assert_eq!(inbox.activity(1_000).await.unwrap().minutes.len(), 60);
     target.cleanup().await;
 }
 
@@ -1016,6 +1214,155 @@ async fn graceful_stop_mid_batch(target: Target) {
     target.cleanup().await;
 }
 
+/// Issue 22: a pause set through one handle stops the running workers of
+/// another handle and of another process from their next poll (the events
+/// accepted meanwhile, through the pipeline too, stay pending); pausing
+/// twice is a no-op; after a resume they all complete, once each.
+async fn pause_stops_every_worker_until_resumed(target: Target) {
+    let inbox = target.open().await;
+    let control = target.open().await;
+    let log = temp_log();
+    let shutdown = Shutdown::new();
+    let running =
+        tokio::spawn(logging_worker(Arc::clone(&inbox), log.clone(), 4).run(shutdown.signal()));
+    let mut child = spawn_child("work_until_stopped", &target, &log);
+    let ready = log.with_extension("ready");
+    wait_for(|| async { ready.exists() }).await;
+    // Both workers poll: a first round completes.
+    for n in 0..6 {
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    wait_for(|| async { inbox.stats().await.unwrap().completed == 6 }).await;
+    assert!(!inbox.stats().await.unwrap().paused);
+
+    assert!(control.set_paused(true).await.unwrap(), "paused");
+    assert!(
+        !control.set_paused(true).await.unwrap(),
+        "pausing twice: no change"
+    );
+    assert!(inbox.paused().await.unwrap(), "the other handle sees it");
+    // Receiving goes on: stored, and the sender is answered 202.
+    for n in 6..16 {
+        let event = NewEvent::new(key(n), "test", body(n, false));
+        assert_eq!(inbox.accept(&event).await.unwrap(), Accepted::Stored);
+    }
+    let answer = deliver(
+        &receiver(Arc::clone(&inbox)),
+        "msg_paused",
+        &body(16, false),
+    )
+    .await;
+    assert_eq!(
+        answer.map(|r| r.status()),
+        Ok(http::StatusCode::ACCEPTED),
+        "accepted while paused"
+    );
+    // Many polls (every 20 ms) of both workers: nothing is started.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let stats = inbox.stats().await.unwrap();
+    assert!(stats.paused);
+    assert_eq!(
+        (stats.pending, stats.in_flight, stats.completed),
+        (11, 0, 6),
+        "nothing leased while paused"
+    );
+    let direct = control
+        .lease(ClaimToken::random(), 10, Duration::from_secs(5), 5)
+        .await
+        .unwrap();
+    assert!(direct.is_empty(), "a paused inbox leases nothing");
+    let (starts, _) = read_log(&log);
+    assert_eq!(starts.len(), 6, "no event started while paused: {starts:?}");
+
+    assert!(inbox.set_paused(false).await.unwrap(), "resumed");
+    assert!(
+        !inbox.set_paused(false).await.unwrap(),
+        "resuming twice: no change"
+    );
+    assert!(!control.paused().await.unwrap());
+    wait_for(|| async { inbox.stats().await.unwrap().completed == 17 }).await;
+    std::fs::write(log.with_extension("stop"), "stop").unwrap();
+    let status = wait_child(&mut child, Duration::from_secs(30)).await;
+    assert!(status.success(), "worker process failed: {status}");
+    shutdown.trigger();
+    running.await.unwrap();
+    let (starts, dones) = read_log(&log);
+    assert_eq!((starts.len(), dones.len()), (17, 17), "every event ran");
+    assert!(starts.values().all(|&n| n == 1), "an event started twice");
+    assert!(!inbox.stats().await.unwrap().paused);
+    for path in [log.clone(), ready, log.with_extension("stop")] {
+        let _ = std::fs::remove_file(path);
+    }
+    target.cleanup().await;
+}
+
+/// Issue 22: a pause stops leasing, not the attempts running: an event
+/// leased before it is renewed and completed (and one retried) while the
+/// inbox is paused; the retried event waits for the resume.
+async fn pause_lets_leased_events_settle(target: Target) {
+    let inbox = target.open().await;
+    for n in 0..2 {
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 2, Duration::from_secs(30), 5)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 2);
+    assert!(inbox.set_paused(true).await.unwrap());
+    let (first, second) = (&leased[0].meta.key, &leased[1].meta.key);
+    let lease = Duration::from_secs(30);
+    assert_eq!(
+        inbox.extend(first, token, lease).await.unwrap(),
+        Transition::Applied
+    );
+    assert_eq!(
+        inbox.complete(first, token).await.unwrap(),
+        Transition::Applied
+    );
+    let retried = inbox
+        .retry(second, token, Duration::ZERO, "try again")
+        .await
+        .unwrap();
+    assert_eq!(retried, Transition::Applied);
+    let stats = inbox.stats().await.unwrap();
+    assert_eq!((stats.completed, stats.pending, stats.in_flight), (1, 1, 0));
+    assert!(
+        inbox
+            .lease(ClaimToken::random(), 2, lease, 5)
+            .await
+            .unwrap()
+            .is_empty(),
+        "the retried event waits while paused"
+    );
+    // A worker run until idle returns on a paused inbox (nothing in flight).
+    let report = tokio::time::timeout(
+        Duration::from_secs(10),
+        Worker::builder(Arc::clone(&inbox))
+            .poll_interval(Duration::from_millis(10))
+            .handler(|_: Job<Event>| async { Ok::<(), String>(()) })
+            .run_until_idle(),
+    )
+    .await
+    .expect("idle on a paused inbox");
+    assert_eq!(report.completed, 0);
+    assert!(inbox.set_paused(false).await.unwrap());
+    let again = inbox
+        .lease(ClaimToken::random(), 2, lease, 5)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1, "leased once resumed");
+    assert_eq!(&again[0].meta.key, second);
+    target.cleanup().await;
+}
+
 /// Handler outcomes: a timeout and a panic are failed attempts; a body that
 /// does not fit `T` is too, with the field's path and without the body.
 async fn timeouts_panics_and_bad_json(target: Target) {
@@ -1156,6 +1503,24 @@ impl Inbox for FailingCompletions {
     async fn stats(&self) -> Result<webhooks_core::inbox::InboxStats, InboxError> {
         self.inner.stats().await
     }
+    async fn set_paused(&self, paused: bool) -> Result<bool, InboxError> {
+        self.inner.set_paused(paused).await
+    }
+    async fn paused(&self) -> Result<bool, InboxError> {
+        self.inner.paused().await
+    }
+    async fn deliveries(&self, filter: &DeliveryFilter) -> Result<DeliveryPage, InboxError> {
+        self.inner.deliveries(filter).await
+    }
+    async fn delivery_get(
+        &self,
+        key: &str,
+    ) -> Result<Option<webhooks_core::inbox::Delivery>, InboxError> {
+        self.inner.delivery_get(key).await
+    }
+    async fn activity(&self, minutes: u32) -> Result<webhooks_core::inbox::Activity, InboxError> {
+        self.inner.activity(minutes).await
+    }
 }
 
 /// Completions that cannot be recorded (the store fails every batch
@@ -1241,6 +1606,10 @@ enum Outage {
     Proxy(Arc<Toggle>),
     /// Another connection holds SQLite's write lock.
     SqliteLock(String),
+    /// A proxy in front of every cluster node, frozen while down (the
+    /// client learns every node's address: one proxy would be gone around).
+    #[cfg(feature = "redis-cluster")]
+    Cluster(Arc<support::ClusterProxies>),
 }
 
 impl Target {
@@ -1252,6 +1621,23 @@ impl Target {
                 .await
                 .unwrap();
             return (inbox, Outage::SqliteLock(self.url.clone()));
+        }
+        #[cfg(feature = "redis-cluster")]
+        if self.kind == "redis-cluster" {
+            let authority = support::authority(&self.url).expect("host:port");
+            let proxies = Arc::new(support::ClusterProxies::start(&authority).await);
+            let mut builder = webhooks_core::inbox::RedisClusterInbox::builder([format!(
+                "redis://{}",
+                proxies.seed()
+            )])
+            .key_prefix(&self.table)
+            .connect_timeout(Duration::from_secs(2))
+            .command_timeout(Duration::from_millis(300));
+            for (node, proxy) in proxies.routes() {
+                builder = builder.map_node_address(node, proxy);
+            }
+            let inbox = builder.connect().await.unwrap();
+            return (Arc::new(inbox), Outage::Cluster(proxies));
         }
         let upstream = support::authority(&self.url).expect("host:port");
         let toggle = Toggle::start(upstream).await;
@@ -1283,7 +1669,23 @@ impl Outage {
             }
             #[cfg(not(feature = "sqlite"))]
             Self::SqliteLock(_) => unreachable!(),
+            #[cfg(feature = "redis-cluster")]
+            Self::Cluster(proxies) => {
+                proxies.freeze();
+                Box::new(FrozenGuard(Arc::clone(proxies)))
+            }
         }
+    }
+}
+
+/// Thaws the cluster's proxies when dropped.
+#[cfg(feature = "redis-cluster")]
+struct FrozenGuard(Arc<support::ClusterProxies>);
+
+#[cfg(feature = "redis-cluster")]
+impl Drop for FrozenGuard {
+    fn drop(&mut self) {
+        self.0.thaw();
     }
 }
 
@@ -1408,8 +1810,14 @@ macro_rules! transactional_tests {
                 stuck: Duration,
                 starts: Arc<AtomicU32>,
             ) -> Worker<Event> {
+                // A stuck worker runs one loop: with two, its other loop can
+                // be in the middle of a lease transaction when the handler
+                // blocks the runtime's only thread, and on MySQL / MariaDB that
+                // open transaction keeps a row lock on the event it examined
+                // (the record past its index range), so nobody could take the
+                // event over until the stuck thread wakes (see `MySqlInbox`).
                 Worker::transactional(inbox)
-                    .concurrency(2)
+                    .concurrency(if stuck.is_zero() { 2 } else { 1 })
                     .batch(4)
                     .lease(lease)
                     .timeout(Duration::from_secs(20))
@@ -1437,8 +1845,16 @@ macro_rules! transactional_tests {
                             }
                             if job.attempt == 1 && !stuck.is_zero() {
                                 // Blocks the thread, renewals included: a
-                                // live worker that stopped making progress.
-                                std::thread::sleep(stuck);
+                                // live worker that stopped making progress,
+                                // until another worker has taken the event
+                                // over (or `stuck` has passed), however
+                                // slowly a loaded machine gets there.
+                                let until = std::time::Instant::now() + stuck;
+                                while starts.load(Ordering::SeqCst) < 2
+                                    && std::time::Instant::now() < until
+                                {
+                                    std::thread::sleep(Duration::from_millis(10));
+                                }
                             }
                             if fail_on.contains(&job.attempt) {
                                 return Err("failed after writing".to_owned());
@@ -1519,6 +1935,10 @@ macro_rules! transactional_tests {
                 // that runtime fails once the runtime is gone, so it must
                 // never serve this test's later queries.
                 let signal = shutdown.signal();
+                // Where a takeover can happen, stuck until it has begun (at
+                // most 30 s); on SQLite, whose write lock the stuck attempt
+                // holds, nobody can take over: stuck for 1.5 s, then commits.
+                let stuck_for = if $takeover { Duration::from_secs(30) } else { Duration::from_millis(1500) };
                 let (stuck_target, stuck_starts) = (target.clone(), Arc::clone(&starts));
                 let stuck = std::thread::spawn(move || {
                     tokio::runtime::Builder::new_current_thread()
@@ -1527,7 +1947,7 @@ macro_rules! transactional_tests {
                         .unwrap()
                         .block_on(async move {
                             let (inbox, fx) = open(&stuck_target).await;
-                            let stuck = writer(inbox, fx, Duration::from_millis(300), &[], &[], Duration::from_millis(1500), stuck_starts);
+                            let stuck = writer(inbox, fx, Duration::from_millis(300), &[], &[], stuck_for, stuck_starts);
                             stuck.run(signal).await
                         })
                 });
@@ -1550,6 +1970,32 @@ macro_rules! transactional_tests {
                 }
                 let stats = inbox.stats().await.unwrap();
                 assert_eq!((stats.completed, stats.in_flight, stats.pending), (1, 0, 0));
+                cleanup(&target, &inbox, &fx).await;
+            }
+
+            /// A row whose attempt count is at the integer type's limit (a
+            /// damaged or hand-edited table) is leased like any other, its
+            /// count saturating, instead of failing every lease on every
+            /// poll (found by the `inbox_records` fuzz target; reproducer
+            /// `core/fuzz/regressions/inbox_records-lease-attempts-overflow`).
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lease_saturates_an_attempt_count_at_the_limit() {
+                let Some(target) = Target::$backend().await else { return };
+                let (inbox, fx) = open(&target).await;
+                inbox.accept(&NewEvent::new(key(1), "test", body(1, false))).await.unwrap();
+                sqlx::query(&format!("UPDATE {} SET attempts = {}", target.table, $p1))
+                    .bind(i64::MAX)
+                    .execute(inbox.pool())
+                    .await
+                    .unwrap();
+                let leased = inbox
+                    .lease(ClaimToken::random(), 4, Duration::from_secs(30), 5)
+                    .await
+                    .expect("the lease answers");
+                assert_eq!(leased.len(), 1);
+                assert_eq!(leased[0].attempt, u32::MAX);
+                let stats = inbox.stats().await.unwrap();
+                assert_eq!((stats.in_flight, stats.pending), (1, 0));
                 cleanup(&target, &inbox, &fx).await;
             }
 
@@ -1637,6 +2083,563 @@ mod transactional {
     );
 }
 
+// ------------------------------------------- inbox operations (issue 21)
+
+/// Runs `delivery` signed by `verifier` through an inbox-mode receiver and
+/// returns the event type the stored event carries (leased back at once).
+async fn stored_event_type<V>(
+    inbox: &Arc<dyn Inbox>,
+    verifier: V,
+    delivery: webhooks_core::testing::TestDelivery,
+) -> Option<String>
+where
+    V: webhooks_core::RequestVerifier + webhooks_core::testing::SignTest + Clone + 'static,
+{
+    let headers = delivery.signed_headers(&verifier).unwrap();
+    let body = delivery.signed_body(&verifier).unwrap();
+    let receiver = Receiver::builder(verifier).inbox(Arc::clone(inbox)).build();
+    let (mut parts, ()) = http::Request::post("/webhooks")
+        .body(())
+        .unwrap()
+        .into_parts();
+    parts.headers = headers;
+    let ran = receiver
+        .process(parts, body, |_, _| async { 204u16 }, |s| *s)
+        .await;
+    assert!(
+        matches!(ran, Err(Rejection::Stored { .. })),
+        "stored: {ran:?}"
+    );
+    let leased = inbox
+        .lease(ClaimToken::random(), 1, Duration::from_secs(60), 3)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 1);
+    leased[0].meta.event_type.clone()
+}
+
+/// Standard Webhooks (and every scheme whose verifier reports no type):
+/// the body's top-level `type`, as the request path dispatches on.
+async fn event_type_from_the_body(target: Target) {
+    let inbox = target.open().await;
+    let standard = StandardWebhooks::new(SECRET).unwrap();
+    let delivery = webhooks_core::testing::TestDelivery::new(
+        r#"{"type":"invoice.paid","timestamp":"2024-01-01T00:00:00Z","data":{}}"#,
+    );
+    assert_eq!(
+        stored_event_type(&inbox, standard.clone(), delivery)
+            .await
+            .as_deref(),
+        Some("invoice.paid")
+    );
+    // No type anywhere (or not JSON, or not an object): none, and still stored.
+    for body in ["not json", r#"["invoice.paid"]"#, r#"{"data":{}}"#] {
+        let delivery = webhooks_core::testing::TestDelivery::new(body);
+        assert_eq!(
+            stored_event_type(&inbox, standard.clone(), delivery).await,
+            None
+        );
+    }
+    target.cleanup().await;
+}
+
+/// Header-typed schemes (GitHub, Shopify): their header.
+async fn event_type_from_the_header(target: Target) {
+    let inbox = target.open().await;
+    let github = webhooks_core::scheme::GitHub::new("gh-secret").unwrap();
+    let delivery =
+        webhooks_core::testing::TestDelivery::new(r#"{"action":"opened"}"#).event_type("issues");
+    assert_eq!(
+        stored_event_type(&inbox, github, delivery).await.as_deref(),
+        Some("issues")
+    );
+    let shopify = webhooks_core::scheme::Shopify::new("shop-secret").unwrap();
+    let delivery = webhooks_core::testing::TestDelivery::new(r#"{"id":1,"type":"not-this"}"#)
+        .event_type("orders/create");
+    assert_eq!(
+        stored_event_type(&inbox, shopify, delivery)
+            .await
+            .as_deref(),
+        Some("orders/create")
+    );
+    target.cleanup().await;
+}
+
+/// Schemes whose verifier reads the type from the body (Stripe's `type`,
+/// Paddle's `event_type`).
+async fn event_type_from_the_scheme(target: Target) {
+    let inbox = target.open().await;
+    let stripe = webhooks_core::scheme::Stripe::new("whsec_stripe").unwrap();
+    let delivery = webhooks_core::testing::TestDelivery::new(
+        r#"{"id":"evt_1","type":"charge.succeeded","data":{"object":{}}}"#,
+    );
+    assert_eq!(
+        stored_event_type(&inbox, stripe, delivery).await.as_deref(),
+        Some("charge.succeeded")
+    );
+    let paddle = webhooks_core::scheme::Paddle::new("pdl_ntfset_secret").unwrap();
+    let delivery = webhooks_core::testing::TestDelivery::new(
+        r#"{"event_id":"evt_01","event_type":"transaction.completed","data":{}}"#,
+    );
+    assert_eq!(
+        stored_event_type(&inbox, paddle, delivery).await.as_deref(),
+        Some("transaction.completed")
+    );
+    target.cleanup().await;
+}
+
+/// Slack, with no id or type header: the Events API body's `type`.
+async fn event_type_slack(target: Target) {
+    let inbox = target.open().await;
+    let slack = webhooks_core::scheme::Slack::new("slack-secret").unwrap();
+    let delivery = webhooks_core::testing::TestDelivery::new(
+        r#"{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}"#,
+    );
+    assert_eq!(
+        stored_event_type(&inbox, slack, delivery).await.as_deref(),
+        Some("event_callback")
+    );
+    target.cleanup().await;
+}
+
+/// `target`'s URL naming its table (SQL) or key prefix (Redis), with
+/// `extra` query parameters.
+fn url_with_name(target: &Target, name: &str, extra: &str) -> String {
+    let param = if target.is_redis() { "prefix" } else { "table" };
+    let url = from_url_base(target);
+    let join = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{join}{param}={name}{extra}")
+}
+
+/// `target`'s URL as `inbox_from_url` takes it (a cluster's node URL
+/// becomes a `redis-cluster://` URL).
+fn from_url_base(target: &Target) -> String {
+    if target.kind == "redis-cluster" {
+        target.url.replacen("redis://", "redis-cluster://", 1)
+    } else {
+        target.url.clone()
+    }
+}
+
+/// Moves the completion time of every completed event of `name` back by
+/// `by`, as if they had completed that long ago.
+async fn age_completed(target: &Target, name: &str, by: Duration) {
+    let ms = i64::try_from(by.as_millis()).unwrap();
+    match target.kind.as_str() {
+        "sqlite" => {
+            let pool = sqlx::SqlitePool::connect(&target.url).await.unwrap();
+            sqlx::query(&format!(
+                "UPDATE \"{name}\" SET updated_at = updated_at - {ms} WHERE state = 2"
+            ))
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        #[cfg(feature = "postgres")]
+        "postgres" => {
+            let pool = sqlx::PgPool::connect(&target.url).await.unwrap();
+            sqlx::query(&format!(
+                "UPDATE \"{name}\" SET updated_at = updated_at - {ms} WHERE state = 2"
+            ))
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        #[cfg(feature = "mysql")]
+        "mysql" => {
+            let pool = sqlx::MySqlPool::connect(&target.url).await.unwrap();
+            sqlx::query(&format!(
+                "UPDATE `{name}` SET updated_at = updated_at - {ms} WHERE state = 2"
+            ))
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        #[cfg(feature = "redis")]
+        "redis" => {
+            let client = ::redis::Client::open(target.url.as_str()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let done: Vec<(String, i64)> = ::redis::cmd("ZRANGE")
+                .arg(format!("{name}done"))
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            for (key, score) in done {
+                let () = ::redis::cmd("ZADD")
+                    .arg(format!("{name}done"))
+                    .arg(score - ms)
+                    .arg(key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+        }
+        #[cfg(feature = "redis-cluster")]
+        "redis-cluster" => {
+            let mut conn = cluster_connection(&target.url).await;
+            for partition in 0..16 {
+                let set = format!("{{{name}p{partition}}}:done");
+                let done: Vec<(String, i64)> = ::redis::cmd("ZRANGE")
+                    .arg(&set)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                for (key, score) in done {
+                    let () = ::redis::cmd("ZADD")
+                        .arg(&set)
+                        .arg(score - ms)
+                        .arg(key)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                }
+            }
+        }
+        other => panic!("backend {other} not built"),
+    }
+}
+
+/// A cluster connection (redis-rs') through the node `url`.
+#[cfg(feature = "redis-cluster")]
+async fn cluster_connection(url: &str) -> ::redis::cluster_async::ClusterConnection {
+    ::redis::cluster::ClusterClient::new(vec![url])
+        .unwrap()
+        .get_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Accepts, leases and completes one event with key `key`.
+async fn accept_and_complete(inbox: &Arc<dyn Inbox>, key: &str) {
+    assert_eq!(
+        inbox
+            .accept(&NewEvent::new(key, "test", "{}"))
+            .await
+            .unwrap(),
+        Accepted::Stored
+    );
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 10, Duration::from_secs(30), 3)
+        .await
+        .unwrap();
+    assert!(leased.iter().any(|e| e.meta.key == key));
+    for event in leased.iter().filter(|e| e.meta.key != key) {
+        assert_eq!(
+            inbox.release(&event.meta.key, token).await.unwrap(),
+            Transition::Applied
+        );
+    }
+    assert_eq!(
+        inbox.complete(key, token).await.unwrap(),
+        Transition::Applied
+    );
+}
+
+/// `inbox_from_url` takes the table (SQL) or key prefix (Redis) from the
+/// URL: two inboxes share one database without seeing each other's events.
+async fn from_url_names_the_table(target: Target) {
+    let a = format!("{}a", target.table.trim_end_matches(':'));
+    let b = format!("{}b", target.table.trim_end_matches(':'));
+    let (a, b) = if target.is_redis() {
+        (format!("{a}:"), format!("{b}:"))
+    } else {
+        (a, b)
+    };
+    let first = webhooks_core::inbox::inbox_from_url(&url_with_name(&target, &a, ""))
+        .await
+        .unwrap();
+    let second = webhooks_core::inbox::inbox_from_url(&url_with_name(&target, &b, ""))
+        .await
+        .unwrap();
+    let event = NewEvent::new("webhooks:test:shared", "test", "{}");
+    assert_eq!(first.accept(&event).await.unwrap(), Accepted::Stored);
+    assert_eq!(second.accept(&event).await.unwrap(), Accepted::Stored);
+    assert_eq!(first.accept(&event).await.unwrap(), Accepted::Duplicate);
+    accept_and_complete(&second, "webhooks:test:only_b").await;
+    let (sa, sb) = (first.stats().await.unwrap(), second.stats().await.unwrap());
+    assert_eq!((sa.pending, sa.completed), (1, 0));
+    assert_eq!((sb.pending, sb.completed), (1, 1));
+    // The library's parameters never reach the driver; bad ones are config errors.
+    let wrong = if target.is_redis() {
+        "?table=x"
+    } else {
+        "?prefix=x"
+    };
+    let base = from_url_base(&target);
+    let wrong = format!(
+        "{}{}",
+        base,
+        if base.contains('?') {
+            wrong.replacen('?', "&", 1)
+        } else {
+            wrong.to_owned()
+        }
+    );
+    assert!(matches!(
+        webhooks_core::inbox::inbox_from_url(&wrong).await,
+        Err(webhooks_core::inbox::OpenError::Config(_))
+    ));
+    let mut cleanup = target.clone();
+    for name in [a, b] {
+        cleanup.table = name;
+        cleanup.cleanup().await;
+    }
+    target.cleanup().await;
+}
+
+/// `inbox_from_url` purges completed events by default (7 days), at
+/// opening then hourly; `retention=30d` keeps an 8-day-old completion,
+/// `retention=off` keeps everything. Pending and dead events are never
+/// purged.
+async fn from_url_purges_completed_events(target: Target) {
+    let name = target.table.clone();
+    let inbox = target.open().await;
+    accept_and_complete(&inbox, "webhooks:test:old").await;
+    inbox
+        .accept(&NewEvent::new("webhooks:test:waiting", "test", "{}"))
+        .await
+        .unwrap();
+    age_completed(&target, &name, Duration::from_secs(8 * 24 * 3600)).await;
+    accept_and_complete(&inbox, "webhooks:test:recent").await;
+    assert_eq!(inbox.stats().await.unwrap().completed, 2);
+
+    let kept =
+        webhooks_core::inbox::inbox_from_url(&url_with_name(&target, &name, "&retention=off"))
+            .await
+            .unwrap();
+    let longer =
+        webhooks_core::inbox::inbox_from_url(&url_with_name(&target, &name, "&retention=30d"))
+            .await
+            .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        inbox.stats().await.unwrap().completed,
+        2,
+        "off and 30d keep both"
+    );
+    drop((kept, longer));
+
+    let purging = webhooks_core::inbox::inbox_from_url(&url_with_name(&target, &name, ""))
+        .await
+        .unwrap();
+    wait_for(|| {
+        let inbox = Arc::clone(&inbox);
+        async move { inbox.stats().await.unwrap().completed == 1 }
+    })
+    .await;
+    let stats = purging.stats().await.unwrap();
+    assert_eq!((stats.completed, stats.pending), (1, 1), "{stats:?}");
+    assert!(matches!(
+        webhooks_core::inbox::inbox_from_url(&url_with_name(&target, &name, "&retention=7w")).await,
+        Err(webhooks_core::inbox::OpenError::Config(_))
+    ));
+    target.cleanup().await;
+}
+
+/// Walks every page of `filter` (pages of `limit`), asserting that no key
+/// comes twice; the keys in listing order.
+async fn walk(inbox: &Arc<dyn Inbox>, mut filter: DeliveryFilter, limit: u32) -> Vec<String> {
+    filter.limit = Some(limit);
+    let mut keys = Vec::new();
+    for _ in 0..10_000 {
+        let page = inbox.deliveries(&filter).await.unwrap();
+        assert!(page.items.len() <= limit as usize);
+        for item in &page.items {
+            assert_eq!(item.state, filter.state, "{}", item.meta.key);
+            assert!(item.body.is_empty(), "listings leave bodies out");
+            assert!(
+                !keys.contains(&item.meta.key),
+                "{} listed twice",
+                item.meta.key
+            );
+            keys.push(item.meta.key.clone());
+        }
+        match page.next {
+            Some(next) => {
+                assert_eq!(next.order, filter.order);
+                filter.after = Some(next);
+            }
+            None => return keys,
+        }
+    }
+    panic!("the listing never ended");
+}
+
+/// The keys of `ns`, oldest first (they were accepted in that order).
+fn keys_of(ns: &[u64]) -> Vec<String> {
+    ns.iter().map(|&n| key(n)).collect()
+}
+
+/// Ten events in every state: each state's listing holds exactly its
+/// events, newest first by default and oldest first when asked, page after
+/// page; the filters combine; `delivery_get` reads every state, body
+/// included.
+async fn deliveries_by_state(target: Target) {
+    let inbox = target.open().await;
+    for n in 0..10u64 {
+        let kind = if n % 2 == 0 { "even" } else { "odd" };
+        let scheme = if n < 5 { "test" } else { "other" };
+        let mut event = NewEvent::new(key(n), scheme, body(n, false)).with_event_type(kind);
+        event.delivery_id = Some(format!("msg_{n}"));
+        assert_eq!(inbox.accept(&event).await.unwrap(), Accepted::Stored);
+        // Distinct receipt times: the listing order is the key order.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let token = ClaimToken::random();
+    let mut leased: Vec<u64> = inbox
+        .lease(token, 6, Duration::from_secs(300), 5)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.meta.key.rsplit('_').next().unwrap().parse().unwrap())
+        .collect();
+    leased.sort_unstable();
+    assert_eq!(leased.len(), 6);
+    let (completed, rest) = leased.split_at(2);
+    let (dead, rest) = rest.split_at(1);
+    let (retrying, in_flight) = rest.split_at(1);
+    for &n in completed {
+        assert_eq!(
+            inbox.complete(&key(n), token).await.unwrap(),
+            Transition::Applied
+        );
+    }
+    for &n in dead {
+        let done = inbox.dead_letter(&key(n), token, "failed").await.unwrap();
+        assert_eq!(done, Transition::Applied);
+    }
+    for &n in retrying {
+        let done = inbox
+            .retry(&key(n), token, Duration::from_secs(3600), "later")
+            .await
+            .unwrap();
+        assert_eq!(done, Transition::Applied);
+    }
+    let due: Vec<u64> = (0..10).filter(|n| !leased.contains(n)).collect();
+    let expected = [
+        (DeliveryState::Due, keys_of(&due)),
+        (DeliveryState::Retrying, keys_of(retrying)),
+        (DeliveryState::InFlight, keys_of(in_flight)),
+        (DeliveryState::Dead, keys_of(dead)),
+        (DeliveryState::Completed, keys_of(completed)),
+    ];
+    for (state, oldest_first) in &expected {
+        let filter = DeliveryFilter::state(*state);
+        assert_eq!(filter.order, DeliveryOrder::NewestFirst);
+        let mut newest_first = oldest_first.clone();
+        newest_first.reverse();
+        for limit in [1, 2, 50] {
+            assert_eq!(
+                &walk(&inbox, filter.clone(), limit).await,
+                &newest_first,
+                "{state} newest"
+            );
+            let mut oldest = filter.clone();
+            oldest.order = DeliveryOrder::OldestFirst;
+            assert_eq!(
+                &walk(&inbox, oldest, limit).await,
+                oldest_first,
+                "{state} oldest"
+            );
+        }
+        for key in oldest_first {
+            let one = inbox.delivery_get(key).await.unwrap().expect("stored");
+            assert_eq!(one.state, *state);
+            assert!(!one.body.is_empty());
+            match state {
+                DeliveryState::Retrying => {
+                    assert!(one.due_at.unwrap() > SystemTime::now());
+                    assert_eq!(one.last_error.as_deref(), Some("later"));
+                }
+                DeliveryState::InFlight => assert!(one.lease_until.is_some()),
+                DeliveryState::Dead => assert_eq!(one.last_error.as_deref(), Some("failed")),
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        inbox
+            .delivery_get("webhooks:test:none")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Filters combine: the due events of scheme `test` and type `even`.
+    let mut filter = DeliveryFilter::state(DeliveryState::Due);
+    filter.scheme = Some("test".into());
+    filter.event_type = Some("even".into());
+    let wanted: Vec<u64> = due
+        .iter()
+        .rev()
+        .copied()
+        .filter(|n| n % 2 == 0 && *n < 5)
+        .collect();
+    assert_eq!(walk(&inbox, filter.clone(), 2).await, keys_of(&wanted));
+    // A delivery id, with and without the matching state.
+    let last_due = *due.last().unwrap();
+    filter = DeliveryFilter::state(DeliveryState::Due);
+    filter.delivery_id = Some(format!("msg_{last_due}"));
+    assert_eq!(walk(&inbox, filter.clone(), 5).await, keys_of(&[last_due]));
+    filter.state = DeliveryState::Completed;
+    assert!(walk(&inbox, filter, 5).await.is_empty());
+    // Received between: the bounds of the third due event only.
+    let third = inbox.delivery_get(&key(due[2])).await.unwrap().unwrap();
+    let mut filter = DeliveryFilter::state(DeliveryState::Due);
+    filter.received_from = Some(third.meta.received_at);
+    filter.received_until = Some(third.meta.received_at + Duration::from_millis(1));
+    assert_eq!(walk(&inbox, filter, 5).await, keys_of(&[due[2]]));
+    // The dead-letter listing is unchanged.
+    let dead_letters = inbox
+        .dead_letters(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(dead_letters.items.len(), 1);
+    target.cleanup().await;
+}
+
+/// Pages walked while events keep being accepted: every event that was
+/// due before the walk is listed exactly once, in both orders.
+async fn deliveries_paginate_while_accepting(target: Target) {
+    let inbox = target.open().await;
+    for n in 0..40u64 {
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let accepting = {
+        let inbox = Arc::clone(&inbox);
+        tokio::spawn(async move {
+            for n in 1000..1200u64 {
+                inbox
+                    .accept(&NewEvent::new(key(n), "test", body(n, false)))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    for order in [DeliveryOrder::NewestFirst, DeliveryOrder::OldestFirst] {
+        let mut filter = DeliveryFilter::state(DeliveryState::Due);
+        filter.order = order;
+        let listed = walk(&inbox, filter, 3).await;
+        for n in 0..40 {
+            assert!(listed.contains(&key(n)), "{order:?}: {} missing", key(n));
+        }
+    }
+    accepting.await.unwrap();
+    let all = walk(&inbox, DeliveryFilter::state(DeliveryState::Due), 100).await;
+    assert_eq!(all.len(), 240);
+    target.cleanup().await;
+}
+
 // ---------------------------------------------------------------- per backend
 
 macro_rules! backend_tests {
@@ -1678,6 +2681,17 @@ macro_rules! suite {
                 timeouts_panics_and_bad_json,
                 completion_failure_leaves_events_leased,
                 complete_many_is_token_checked,
+                activity_counts_each_transition_once,
+                event_type_from_the_body,
+                event_type_from_the_header,
+                event_type_from_the_scheme,
+                event_type_slack,
+                from_url_names_the_table,
+                from_url_purges_completed_events,
+                pause_stops_every_worker_until_resumed,
+                pause_lets_leased_events_settle,
+                deliveries_by_state,
+                deliveries_paginate_while_accepting,
             );
         )*
     };
@@ -1688,4 +2702,743 @@ suite! {
     postgres, "postgres";
     mysql, "mysql";
     redis, "redis";
+    redis_cluster, "redis-cluster";
+}
+
+/// 1,200 completed-to-be events on one Redis server and a state with none:
+/// each call examines at most `DELIVERY_SCAN_BUDGET` receipt-index entries,
+/// so the walk takes three calls (two empty pages with a cursor, then the
+/// end), and the events it is looking for, once added, are found past the
+/// others in both orders.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_delivery_listing_is_budgeted() {
+    use webhooks_core::inbox::DELIVERY_SCAN_BUDGET;
+    let Some(target) = Target::redis().await else {
+        return;
+    };
+    let inbox = target.open().await;
+    for n in 0..1_200u64 {
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    assert_eq!(DELIVERY_SCAN_BUDGET, 500);
+    for order in [DeliveryOrder::NewestFirst, DeliveryOrder::OldestFirst] {
+        let mut filter = DeliveryFilter::state(DeliveryState::InFlight);
+        filter.order = order;
+        let mut calls = 0;
+        loop {
+            calls += 1;
+            let page = inbox.deliveries(&filter).await.unwrap();
+            assert!(page.items.is_empty());
+            match page.next {
+                Some(next) => filter.after = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(calls, 3, "{order:?}: 1,200 entries, 500 per call");
+    }
+    // Lease the oldest one: newest first it is found on the third call, after
+    // two empty pages.
+    let leased = inbox
+        .lease(ClaimToken::random(), 1, Duration::from_secs(300), 5)
+        .await
+        .unwrap();
+    assert_eq!(leased[0].meta.key, key(0));
+    let mut filter = DeliveryFilter::state(DeliveryState::InFlight);
+    let mut found = Vec::new();
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        let page = inbox.deliveries(&filter).await.unwrap();
+        found.extend(page.items.into_iter().map(|d| d.meta.key));
+        match page.next {
+            Some(next) => filter.after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(found, [key(0)]);
+    assert_eq!(calls, 3);
+    target.cleanup().await;
+}
+
+/// 200,000 Redis dead letters and a filter matching none but three: the
+/// listing pages through with keyset cursors, each call examining a bounded
+/// number of entries, while a concurrent PING is answered within 50 ms (the
+/// old listing rescanned the whole dead set in one script: seconds, every
+/// other client BUSY). The three matches come back once each, in order,
+/// across pages that end inside runs of equal scores.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_dead_letter_listing_cannot_stall_the_server() {
+    let Some(target) = Target::redis().await else {
+        return;
+    };
+    let inbox = target.open().await;
+    let client = ::redis::Client::open(target.url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    const COUNT: u64 = 200_000;
+    let matching = [17u64, 99_999, 199_998];
+    let base: u64 = 1_700_000_000_000;
+    let prefix = &target.table;
+    let _cleanup = DeadLettersSeeded {
+        url: target.url.clone(),
+        prefix: prefix.clone(),
+        count: COUNT,
+    };
+    for start in (0..COUNT).step_by(2_000) {
+        let mut pipe = ::redis::pipe();
+        for n in start..(start + 2_000).min(COUNT) {
+            let key = format!("webhooks:test:dead_{n:06}");
+            // Seven dead letters per millisecond: pages end inside runs.
+            let score = base + n / 7;
+            let kind = if matching.contains(&n) {
+                "wanted"
+            } else {
+                "other"
+            };
+            pipe.cmd("HSET")
+                .arg(format!("{prefix}e:{key}"))
+                .arg(&[
+                    ("scheme", "test"),
+                    ("delivery_id", ""),
+                    ("event_type", kind),
+                    ("matched_key", "secret#0"),
+                    ("headers", "[]"),
+                    ("body", "{}"),
+                    ("signed_at", ""),
+                    ("state", "3"),
+                    ("attempts", "1"),
+                    ("last_error", "failed"),
+                ])
+                .arg("received_at")
+                .arg(score)
+                .arg("updated_at")
+                .arg(score)
+                .ignore();
+            pipe.cmd("ZADD")
+                .arg(format!("{prefix}dead"))
+                .arg(score)
+                .arg(&key)
+                .ignore();
+        }
+        let () = pipe.query_async(&mut conn).await.unwrap();
+    }
+    assert_eq!(inbox.stats().await.unwrap().dead, COUNT);
+
+    // A PING every 5 ms on its own connection, from its own thread (so that
+    // the test's runtime does not delay it), while the listing runs.
+    let stop = Arc::new(AtomicBool::new(false));
+    let pinger = {
+        let stop = Arc::clone(&stop);
+        let mut conn = client.get_connection().unwrap();
+        std::thread::spawn(move || {
+            let mut worst = Duration::ZERO;
+            let mut pings = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                let _: String = ::redis::cmd("PING").query(&mut conn).unwrap();
+                worst = worst.max(started.elapsed());
+                pings += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (worst, pings)
+        })
+    };
+    let mut filter = DeadLetterFilter::default();
+    filter.event_type = Some("wanted".into());
+    filter.limit = Some(2);
+    let (mut found, mut calls, mut slowest) = (Vec::new(), 0u32, Duration::ZERO);
+    loop {
+        let started = Instant::now();
+        let page = inbox.dead_letters(&filter).await.unwrap();
+        slowest = slowest.max(started.elapsed());
+        calls += 1;
+        found.extend(page.items.into_iter().map(|d| d.meta.key));
+        match page.next {
+            Some(next) => filter.after = Some(next),
+            None => break,
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (worst_ping, pings) = pinger.join().unwrap();
+    let expected: Vec<String> = matching
+        .iter()
+        .map(|n| format!("webhooks:test:dead_{n:06}"))
+        .collect();
+    assert_eq!(found, expected);
+    let budget = u64::from(webhooks_core::inbox::DEAD_LETTER_SCAN_BUDGET);
+    assert!(
+        u64::from(calls) >= COUNT / budget,
+        "{calls} calls: each examines at most the budget"
+    );
+    assert!(pings > 10, "{pings} pings");
+    // The bound on work is the call count above; the PING is the symptom
+    // the unbounded listing had (7.7 s of BUSY server). One second leaves
+    // room for a loaded 2-core machine descheduling the pinger or the
+    // server (50 ms flaked there) while still catching a stalled server.
+    assert!(
+        worst_ping < Duration::from_secs(1),
+        "a PING waited {worst_ping:?} (slowest listing call {slowest:?})"
+    );
+    eprintln!(
+        "200,000 dead letters: {calls} calls, slowest {slowest:?}, {pings} pings, worst {worst_ping:?}"
+    );
+
+    // Every dead letter, unfiltered, pages of 1000: each once, in order.
+    let mut filter = DeadLetterFilter::default();
+    filter.limit = Some(1000);
+    filter.received_from = Some(UNIX_EPOCH + Duration::from_millis(base + 10_000));
+    filter.received_until = Some(UNIX_EPOCH + Duration::from_millis(base + 10_100));
+    let mut keys = Vec::new();
+    loop {
+        let page = inbox.dead_letters(&filter).await.unwrap();
+        keys.extend(page.items.into_iter().map(|d| d.meta.key));
+        match page.next {
+            Some(next) => filter.after = Some(next),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (70_000..70_700)
+        .map(|n| format!("webhooks:test:dead_{n:06}"))
+        .collect();
+    assert_eq!(keys, expected);
+}
+
+/// Deletes the seeded dead letters when the test ends, passed or failed.
+#[cfg(feature = "redis")]
+struct DeadLettersSeeded {
+    url: String,
+    prefix: String,
+    count: u64,
+}
+
+#[cfg(feature = "redis")]
+impl Drop for DeadLettersSeeded {
+    fn drop(&mut self) {
+        let Ok(mut conn) =
+            ::redis::Client::open(self.url.as_str()).and_then(|c| c.get_connection())
+        else {
+            return;
+        };
+        let p = &self.prefix;
+        let sets = ["pending", "leased", "dead", "done"].map(|s| format!("{p}{s}"));
+        let _: Result<(), _> = ::redis::cmd("UNLINK").arg(&sets).query(&mut conn);
+        for start in (0..self.count).step_by(5_000) {
+            let keys: Vec<String> = (start..(start + 5_000).min(self.count))
+                .map(|n| format!("{p}e:webhooks:test:dead_{n:06}"))
+                .collect();
+            let _: Result<(), _> = ::redis::cmd("UNLINK").arg(keys).query(&mut conn);
+        }
+    }
+}
+
+/// `stats()` with 1,000,000 completed rows (and 1,000 pending ones): the
+/// median of 21 calls, printed. A bench, not a timed test:
+///
+/// ```text
+/// cargo test -p webhooks-core --features sqlite,postgres --test inbox_suite \
+///     stats_with_a_million_completed -- --ignored --nocapture
+/// ```
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a bench: seeds 1,000,000 rows"]
+async fn stats_with_a_million_completed() {
+    // Columns of the SQL inbox table, all rows completed but 1,000.
+    const SEED: &str = "INSERT INTO {t} (event_key, scheme, delivery_id, event_type, matched_key, \
+         headers, body, received_at, signed_at, state, attempts, due_at, token, lease_until, \
+         last_error, updated_at) SELECT 'k' || n, 'test', NULL, 'x', 'secret#0', '[]', {blob}, \
+         1700000000000 + n, NULL, CASE WHEN n <= 1000 THEN 0 ELSE 2 END, 1, 1700000000000 + n, \
+         NULL, NULL, NULL, 1700000000000 + n FROM {series}";
+    let mut targets = Vec::new();
+    #[cfg(feature = "sqlite")]
+    targets.extend(Target::sqlite().await.map(|t| {
+        (
+            t,
+            "(WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 1000000) SELECT n FROM s)",
+            "x''",
+        )
+    }));
+    #[cfg(feature = "postgres")]
+    targets.extend(
+        Target::postgres()
+            .await
+            .map(|t| (t, "generate_series(1, 1000000) AS n", "'\\x'::bytea")),
+    );
+    for (target, series, blob) in targets {
+        let inbox = target.open().await;
+        let table = match target.kind.as_str() {
+            "sqlite" => "inbox".to_owned(),
+            _ => target.table.clone(),
+        };
+        let sql = SEED
+            .replace("{t}", &format!("\"{table}\""))
+            .replace("{blob}", blob)
+            .replace(
+                "FROM {series}",
+                &if target.kind == "sqlite" {
+                    format!("FROM {series} AS s")
+                } else {
+                    format!("FROM {series}")
+                },
+            );
+        match target.kind.as_str() {
+            #[cfg(feature = "sqlite")]
+            "sqlite" => {
+                let pool = sqlx::SqlitePool::connect(&target.url).await.unwrap();
+                sqlx::query(&sql).execute(&pool).await.unwrap();
+                sqlx::query("ANALYZE").execute(&pool).await.unwrap();
+            }
+            #[cfg(feature = "postgres")]
+            "postgres" => {
+                let pool = sqlx::PgPool::connect(&target.url).await.unwrap();
+                sqlx::query(&sql).execute(&pool).await.unwrap();
+                sqlx::query(&format!("VACUUM ANALYZE \"{table}\""))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+            _ => unreachable!(),
+        }
+        let mut took = Vec::new();
+        let mut stats = None;
+        for _ in 0..21 {
+            let started = Instant::now();
+            stats = Some(inbox.stats().await.unwrap());
+            took.push(started.elapsed());
+        }
+        took.sort();
+        let stats = stats.unwrap();
+        assert_eq!(stats.pending, 1000);
+        assert_eq!(stats.completed, webhooks_core::inbox::COMPLETED_COUNT_LIMIT);
+        eprintln!(
+            "{}: stats() with 1,000,000 completed rows: median {:?} (min {:?}, max {:?})",
+            target.kind, took[10], took[0], took[20]
+        );
+        target.cleanup().await;
+    }
+}
+
+/// `inbox_status` and `inbox_keep_headers` apply whatever the order of the
+/// builder calls (they used to do nothing when called before `inbox`).
+#[tokio::test]
+async fn inbox_settings_apply_in_any_order() {
+    let inbox: Arc<dyn Inbox> = {
+        let inbox = webhooks_core::inbox::SqliteInbox::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        inbox.migrate().await.unwrap();
+        Arc::new(inbox)
+    };
+    let receiver = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
+        .inbox_status(http::StatusCode::OK)
+        .inbox_keep_headers([http::HeaderName::from_static("webhook-id")])
+        .inbox(Arc::clone(&inbox))
+        .build();
+    let answer = deliver(&receiver, "msg_order", r#"{"n":1}"#).await.unwrap();
+    assert_eq!(
+        answer,
+        Rejection::Stored {
+            status: http::StatusCode::OK
+        }
+    );
+    let leased = inbox
+        .lease(ClaimToken::random(), 1, Duration::from_secs(30), 3)
+        .await
+        .unwrap();
+    assert_eq!(
+        leased[0].meta.headers,
+        vec![("webhook-id".to_owned(), "msg_order".to_owned())]
+    );
+}
+
+/// Inbox settings without an inbox fail at build instead of doing nothing.
+#[test]
+#[should_panic(expected = "need an inbox")]
+fn inbox_settings_without_an_inbox_fail_at_build() {
+    let _ = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
+        .inbox_status(http::StatusCode::OK)
+        .build();
+}
+
+/// `run_until` stops on any future; `run_until_idle` returns once nothing
+/// is due or in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_stop_on_any_future_and_when_idle() {
+    let inbox: Arc<dyn Inbox> = {
+        let inbox = webhooks_core::inbox::SqliteInbox::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        inbox.migrate().await.unwrap();
+        Arc::new(inbox)
+    };
+    for n in 0..5 {
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let worker = || {
+        Worker::builder(Arc::clone(&inbox))
+            .poll_interval(Duration::from_millis(10))
+            .handler(|_: Job<Event>| async { Ok::<(), std::io::Error>(()) })
+    };
+    let report = tokio::time::timeout(Duration::from_secs(10), worker().run_until_idle())
+        .await
+        .expect("idle");
+    assert_eq!(report.completed, 5);
+    assert_eq!(inbox.stats().await.unwrap().completed, 5);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker().run_until(stopped));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!running.is_finished());
+    stop.send(()).unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .expect("stopped")
+        .unwrap();
+    assert_eq!(report.completed, 0);
+}
+
+/// A stored `due_at` far in the past (a row another tool wrote, or a
+/// corrupted one) makes `stats()` report a saturated oldest due age instead
+/// of overflowing (found by the `inbox_records` fuzz target; reproducer in
+/// `core/fuzz/regressions/inbox_records-stats-oldest-due-overflow`).
+#[tokio::test]
+async fn stats_saturate_a_due_time_far_in_the_past() {
+    let inbox = webhooks_core::inbox::SqliteInbox::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    inbox.migrate().await.unwrap();
+    inbox
+        .accept(&NewEvent::new("far-past", "test", "{}"))
+        .await
+        .unwrap();
+    webhooks_core::inbox::sqlx::query("UPDATE webhooks_inbox SET due_at = ?")
+        .bind(i64::MIN + 1)
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    let stats = inbox.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.due), (1, 1));
+    assert!(
+        stats
+            .oldest_due_age
+            .is_some_and(|age| age > Duration::from_secs(3600 * 24 * 365))
+    );
+}
+
+// ------------------------------------------------------------ Redis Cluster
+
+/// The events of one run spread over the cluster's primaries: each
+/// partition's keys (its sets and its events' hashes) are on one primary
+/// only, and the partitions are on more than one. `inbox_from_url` takes
+/// `partitions=`, refused where it means nothing.
+#[cfg(feature = "redis-cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_events_spread_over_primaries() {
+    let Some(target) = Target::redis_cluster().await else {
+        return;
+    };
+    let inbox = target.open().await;
+    for n in 0..64 {
+        let event = NewEvent::new(key(n), "test", body(n, false));
+        assert_eq!(inbox.accept(&event).await.unwrap(), Accepted::Stored);
+    }
+    let authority = support::authority(&target.url).expect("host:port");
+    let primaries = cluster_primaries(&authority).await;
+    assert!(primaries.len() >= 2, "{primaries:?}");
+    let mut owner: HashMap<String, String> = HashMap::new();
+    let (mut events, mut holding) = (0, 0);
+    for primary in &primaries {
+        let client = ::redis::Client::open(format!("redis://{primary}")).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let keys: Vec<String> = ::redis::cmd("KEYS")
+            .arg(format!("{{{}p*", target.table))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let mut here = 0;
+        for key in keys {
+            let tag = key[..=key.find('}').expect("a hash tag")].to_owned();
+            let first = owner.entry(tag.clone()).or_insert_with(|| primary.clone());
+            assert_eq!(first, primary, "partition {tag} on two primaries");
+            if key.contains("}:e:") {
+                here += 1;
+            }
+        }
+        events += here;
+        holding += usize::from(here > 0);
+    }
+    assert_eq!(events, 64, "every event stored once");
+    assert!(
+        holding >= 2,
+        "the events sit on {holding} primary: {owner:?}"
+    );
+    assert!(owner.len() > 8, "64 events in {} partitions", owner.len());
+    target.cleanup().await;
+
+    // `partitions=` in the URL: two partitions, so only two hash tags.
+    let name = format!("inbox-{}:", support::unique_suffix());
+    let mut two = target.clone();
+    two.table = name.clone();
+    let inbox = webhooks_core::inbox::inbox_from_url(&url_with_name(
+        &two,
+        &name,
+        "&partitions=2&retention=off",
+    ))
+    .await
+    .unwrap();
+    for n in 0..16 {
+        let event = NewEvent::new(key(n), "test", body(n, false));
+        assert_eq!(inbox.accept(&event).await.unwrap(), Accepted::Stored);
+    }
+    assert_eq!(inbox.stats().await.unwrap().pending, 16);
+    let mut conn = cluster_connection(&target.url).await;
+    let mut total = 0;
+    for partition in 0..2 {
+        let pending: usize = ::redis::cmd("ZCARD")
+            .arg(format!("{{{name}p{partition}}}:pending"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(pending > 0, "partition {partition} is empty");
+        total += pending;
+    }
+    assert_eq!(total, 16);
+    two.cleanup().await;
+    for (url, what) in [
+        (url_with_name(&two, &name, "&partitions=0"), "0 partitions"),
+        (url_with_name(&two, &name, "&partitions=x"), "not a number"),
+        (
+            format!(
+                "{}?partitions=4",
+                support::redis_url().await.unwrap_or_default()
+            ),
+            "partitions on a single server",
+        ),
+    ] {
+        assert!(
+            matches!(
+                webhooks_core::inbox::inbox_from_url(&url).await,
+                Err(webhooks_core::inbox::OpenError::Config(_))
+            ),
+            "{what}"
+        );
+    }
+}
+
+/// Dead letters spread over every partition list as on one server: oldest
+/// receipt first (ties in key order), each once, across pages that merge
+/// the partitions; filters apply across partitions; replay, inspection and
+/// discard find each event's partition; a lease takes from every partition.
+#[cfg(feature = "redis-cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_dead_letters_across_partitions() {
+    let Some(target) = Target::redis_cluster().await else {
+        return;
+    };
+    let inbox = target.open().await;
+    let count = 40;
+    for n in 0..count {
+        let kind = if n % 3 == 0 { "third" } else { "other" };
+        let event = NewEvent::new(key(n), "test", body(n, false)).with_event_type(kind);
+        assert_eq!(inbox.accept(&event).await.unwrap(), Accepted::Stored);
+    }
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 1000, Duration::from_secs(30), 5)
+        .await
+        .unwrap();
+    assert_eq!(
+        leased.len(),
+        count as usize,
+        "one lease reaches every partition"
+    );
+    for event in &leased {
+        assert_eq!(
+            inbox
+                .dead_letter(&event.meta.key, token, "failed")
+                .await
+                .unwrap(),
+            Transition::Applied
+        );
+    }
+    assert_eq!(inbox.stats().await.unwrap().dead, count);
+
+    let list = |event_type: Option<&'static str>| {
+        let inbox = Arc::clone(&inbox);
+        async move {
+            let mut filter = DeadLetterFilter::default();
+            filter.limit = Some(7);
+            filter.event_type = event_type.map(Into::into);
+            let mut seen = Vec::new();
+            loop {
+                let page = inbox.dead_letters(&filter).await.unwrap();
+                assert!(page.items.len() <= 7);
+                seen.extend(
+                    page.items
+                        .iter()
+                        .map(|d| (d.meta.received_at, d.meta.key.clone())),
+                );
+                match page.next {
+                    Some(next) => filter.after = Some(next),
+                    None => return seen,
+                }
+            }
+        }
+    };
+    let all = list(None).await;
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(all, sorted, "oldest receipt first, ties in key order");
+    let mut keys: Vec<String> = all.into_iter().map(|(_, key)| key).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), count as usize, "each dead letter once");
+    assert_eq!(list(Some("third")).await.len(), 14);
+
+    let one = key(7);
+    let dead = inbox.dead_letter_get(&one).await.unwrap().expect("dead");
+    assert_eq!(dead.last_error.as_deref(), Some("failed"));
+    assert_eq!(inbox.replay(&one).await.unwrap(), Transition::Applied);
+    assert_eq!(inbox.discard(&key(8)).await.unwrap(), Transition::Applied);
+    let stats = inbox.stats().await.unwrap();
+    assert_eq!((stats.dead, stats.pending), (count - 2, 1));
+    let again = inbox
+        .lease(ClaimToken::random(), 10, Duration::from_secs(30), 5)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].meta.key, one);
+    target.cleanup().await;
+}
+
+/// 1,200 dead letters in two partitions and a filter matching three: every
+/// call stops each partition's scan after `DEAD_LETTER_SCAN_BUDGET`
+/// entries, the merged page ends at the smaller of the two cursors, and
+/// following the cursors finds the three once each, in receipt order —
+/// across runs of equal receipt times (many events share a millisecond).
+#[cfg(feature = "redis-cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_dead_letter_listing_merges_budgeted_scans() {
+    let Some(target) = Target::redis_cluster().await else {
+        return;
+    };
+    let inbox = webhooks_core::inbox::RedisClusterInbox::builder([target.url.as_str()])
+        .key_prefix(&target.table)
+        .partitions(2)
+        .connect()
+        .await
+        .unwrap();
+    let count = 1_200u64;
+    let wanted = [5u64, 600, 1_100];
+    for n in 0..count {
+        let kind = if wanted.contains(&n) {
+            "wanted"
+        } else {
+            "other"
+        };
+        let event = NewEvent::new(key(n), "test", body(n, false)).with_event_type(kind);
+        assert_eq!(inbox.accept(&event).await.unwrap(), Accepted::Stored);
+    }
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 2_000, Duration::from_secs(60), 5)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), count as usize);
+    for event in &leased {
+        assert_eq!(
+            inbox
+                .dead_letter(&event.meta.key, token, "failed")
+                .await
+                .unwrap(),
+            Transition::Applied
+        );
+    }
+    let mut filter = DeadLetterFilter::default();
+    filter.event_type = Some("wanted".into());
+    let (mut found, mut calls) = (Vec::new(), 0);
+    loop {
+        calls += 1;
+        let page = inbox.dead_letters(&filter).await.unwrap();
+        found.extend(
+            page.items
+                .iter()
+                .map(|d| (d.meta.received_at, d.meta.key.clone())),
+        );
+        match page.next {
+            Some(next) => filter.after = Some(next),
+            None => break,
+        }
+    }
+    assert!(calls >= 2, "the budget cut the scan: {calls} calls");
+    let mut sorted = found.clone();
+    sorted.sort();
+    assert_eq!(found, sorted, "receipt order");
+    let mut keys: Vec<String> = found.into_iter().map(|(_, k)| k).collect();
+    keys.sort();
+    let mut expected: Vec<String> = wanted.iter().map(|&n| key(n)).collect();
+    expected.sort();
+    assert_eq!(keys, expected, "each match once");
+    // Unfiltered, in pages of 1,000: every dead letter once.
+    let mut filter = DeadLetterFilter::default();
+    filter.limit = Some(1_000);
+    let mut all = Vec::new();
+    loop {
+        let page = inbox.dead_letters(&filter).await.unwrap();
+        all.extend(page.items.into_iter().map(|d| d.meta.key));
+        match page.next {
+            Some(next) => filter.after = Some(next),
+            None => break,
+        }
+    }
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), count as usize);
+    target.cleanup().await;
+}
+
+/// `wait_for_replicas(1, …)`: accepts answer as without it (each event's
+/// primary has a replica on the test cluster); asking for more replicas
+/// than the cluster has fails the accept as unavailable (a 503), while the
+/// event is stored: the sender's retry, once replicated, is a duplicate.
+#[cfg(feature = "redis-cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_accepts_wait_for_replicas_when_asked() {
+    let Some(target) = Target::redis_cluster().await else {
+        return;
+    };
+    let builder = || {
+        webhooks_core::inbox::RedisClusterInbox::builder([target.url.as_str()])
+            .key_prefix(&target.table)
+    };
+    let one = builder()
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .connect()
+        .await
+        .unwrap();
+    let too_many = builder()
+        .wait_for_replicas(3, Duration::from_millis(100))
+        .connect()
+        .await
+        .unwrap();
+    for n in 0..16 {
+        let event = NewEvent::new(key(n), "test", body(n, false));
+        assert_eq!(one.accept(&event).await.unwrap(), Accepted::Stored);
+        assert_eq!(one.accept(&event).await.unwrap(), Accepted::Duplicate);
+    }
+    let late = NewEvent::new(key(99), "test", body(99, false));
+    let started = Instant::now();
+    assert!(matches!(
+        too_many.accept(&late).await,
+        Err(InboxError::Unavailable(_))
+    ));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(one.accept(&late).await.unwrap(), Accepted::Duplicate);
+    assert_eq!(one.stats().await.unwrap().pending, 17);
+    target.cleanup().await;
 }

@@ -93,3 +93,60 @@ fn missing_and_malformed_are_400() {
         400
     );
 }
+
+/// Issue 25, item 10: a GitLab webhook with a signing token sends the
+/// Standard Webhooks headers (gitlab-org/gitlab merge request 230944:
+/// `webhook-id` = `Idempotency-Key`, `webhook-timestamp`, `webhook-signature:
+/// v1,<base64 HMAC-SHA256 of {id}.{timestamp}.{body}>`, the token as
+/// `whsec_<base64 of 32 bytes>`; the example token is the merge request's).
+/// The signature is computed here independently (hmac crate) and verified
+/// by `StandardWebhooks` alongside GitLab's own headers; a replay with
+/// another body, or past the window, is refused, where the secret token
+/// alone would accept it forever.
+#[test]
+fn a_signing_token_delivery_verifies_with_standard_webhooks() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD as B64;
+    use hmac::{KeyInit as _, Mac as _};
+    use std::time::Duration;
+    use webhooks_core::scheme::StandardWebhooks;
+
+    let signing_token = "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdHRlc3Q=";
+    let key = B64.decode(&signing_token[6..]).unwrap();
+    assert_eq!(key.len(), 32);
+    let (id, ts, body) = (
+        "b7e5d8d8-3c1e-4a52-9e1f-0f3c0a7d2e11",
+        1_767_000_000u64,
+        br#"{"object_kind":"push"}"#,
+    );
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{id}.{ts}.").as_bytes());
+    mac.update(body);
+    let signature = format!("v1,{}", B64.encode(mac.finalize().into_bytes()));
+
+    let mut h = request(Some(TOKEN));
+    h.insert("idempotency-key", id.parse().unwrap());
+    h.insert("webhook-id", id.parse().unwrap());
+    h.insert("webhook-timestamp", ts.to_string().parse().unwrap());
+    h.insert("webhook-signature", signature.parse().unwrap());
+    let at = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+    let verifier = StandardWebhooks::new(signing_token).unwrap();
+    let v = verifier.verify(&h, body, at(ts + 5)).unwrap();
+    assert_eq!(v.id.as_deref(), Some(id));
+    assert_eq!(v.timestamp, Some(ts));
+    assert_eq!(
+        verifier.verify(&h, br#"{"object_kind":"tag_push"}"#, at(ts)),
+        Err(VerifyError::NoMatchingSignature)
+    );
+    assert_eq!(
+        verifier.verify(&h, body, at(ts + 301)),
+        Err(VerifyError::TimestampTooOld)
+    );
+    // The token-only scheme accepts the same headers with any body, any time.
+    let token_only = GitLab::new(TOKEN).unwrap();
+    assert!(
+        token_only
+            .verify(&h, b"anything", at(ts + 86_400 * 365))
+            .is_ok()
+    );
+}

@@ -108,3 +108,31 @@ fn missing_and_malformed_are_400() {
     assert_eq!(err, VerifyError::MissingHeader("webhookTimestamp"));
     assert_eq!(err.status(), 400);
 }
+
+/// Issue 25, item 6: the window is compared in milliseconds, as the SDK does
+/// (linear/linear `packages/sdk/src/webhooks/client.ts`, `verify`:
+/// `Math.abs(new Date().getTime() - timestamp) > 1000 * 60` is refused).
+/// Rounding to seconds had accepted up to 60.999 s either side.
+#[test]
+fn window_is_compared_in_milliseconds() {
+    let l = Linear::new("SECRET").unwrap();
+    let sent = SystemTime::UNIX_EPOCH + Duration::from_millis(1_677_611_643_000);
+    let verify = |now: SystemTime| l.verify(&headers(SIGNATURE), BODY.as_bytes(), now);
+    let ms = Duration::from_millis;
+    assert!(verify(sent + ms(60_000)).is_ok());
+    assert!(verify(sent - ms(60_000)).is_ok());
+    assert_eq!(verify(sent + ms(60_001)), Err(VerifyError::TimestampTooOld));
+    assert_eq!(verify(sent + ms(60_999)), Err(VerifyError::TimestampTooOld));
+    assert_eq!(verify(sent - ms(60_001)), Err(VerifyError::TimestampTooNew));
+    assert_eq!(verify(sent - ms(60_999)), Err(VerifyError::TimestampTooNew));
+
+    // A timestamp with a sub-second part: 1677611643500 ms.
+    let body = BODY.replace("1677611643000", "1677611643500");
+    let signature = l.sign(body.as_bytes());
+    let half = sent + ms(500);
+    let verify = |now: SystemTime| l.verify(&headers(&signature), body.as_bytes(), now);
+    assert!(verify(half + ms(60_000)).is_ok());
+    assert_eq!(verify(half + ms(60_001)), Err(VerifyError::TimestampTooOld));
+    assert_eq!(verify(half - ms(60_001)), Err(VerifyError::TimestampTooNew));
+    assert!(verify(half - ms(60_000)).is_ok());
+}

@@ -269,3 +269,170 @@ fn configuration_errors_and_redacted_debug() {
     assert_eq!(shown, "Mailgun { secrets: 2, tolerance: 300s }");
     assert!(!shown.contains("key-"));
 }
+
+/// Issue 25, item 1: Mailgun signs only `{timestamp}{token}`, with an
+/// account-wide key, so a signature block seen on one route could carry
+/// forged `event-data` to a sibling route (its own namespace, even its own
+/// dedup key function). The token is claimed under one namespace for every
+/// route: the second route refuses it, and runs no handler.
+#[cfg(feature = "memory")]
+mod replay_across_routes {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use webhooks_core::dedup::{
+        Claim, ClaimToken, DedupStore, MemoryStore, StoreError, Transition,
+    };
+    use webhooks_core::receiver::REPLAY_NAMESPACE;
+    use webhooks_core::scheme::Mailgun;
+    use webhooks_core::{Receiver, Rejection, StoreFailure};
+
+    const KEY: &str = "key-3ax6xnjp29jd6fds4gc373sgvjxteol0";
+    const TOKEN: &str = "5egbgr1vjgqxtrnp65xfznchgdccwh5d6i09vijqi3whgowmn6";
+
+    fn now() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    /// The same signature block (timestamp, token, signature) with `event_data`.
+    fn body(event_data: serde_json::Value) -> bytes::Bytes {
+        Mailgun::new(KEY)
+            .unwrap()
+            .sign_body(now(), TOKEN, &event_data)
+            .into()
+    }
+
+    async fn deliver(
+        receiver: &Receiver,
+        body: bytes::Bytes,
+        runs: &Arc<AtomicUsize>,
+    ) -> Result<u16, Rejection> {
+        let (parts, ()) = http::Request::post("/mailgun")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let runs = Arc::clone(runs);
+        let handler = move |_, _| async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            200u16
+        };
+        receiver.process(parts, body, handler, |s| *s).await
+    }
+
+    #[tokio::test]
+    async fn a_token_seen_on_one_route_is_refused_on_another() {
+        let store: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
+        let route = |namespace: &str| {
+            Receiver::builder(Mailgun::new(KEY).unwrap())
+                .shared_store(Arc::clone(&store))
+                .namespace(namespace)
+        };
+        let bounces = route("mailgun-bounces").build();
+        // A custom dedup key on the sibling route does not replace the token.
+        let unsubscribes = route("mailgun-unsubscribes")
+            .dedup_key_json_pointer("/event-data/id")
+            .build();
+        let runs = Arc::new(AtomicUsize::new(0));
+
+        let genuine = body(serde_json::json!({"event": "bounced", "id": "evt_1"}));
+        assert_eq!(deliver(&bounces, genuine, &runs).await, Ok(200));
+        let forged = body(serde_json::json!({"event": "unsubscribed", "id": "evt_forged"}));
+        assert_eq!(
+            deliver(&unsubscribes, forged, &runs).await,
+            Err(Rejection::Duplicate)
+        );
+        let again = body(serde_json::json!({"event": "complained", "id": "evt_2"}));
+        assert_eq!(
+            deliver(&bounces, again, &runs).await,
+            Err(Rejection::Duplicate)
+        );
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "only the genuine delivery ran"
+        );
+    }
+
+    /// Records the keys claimed; every claim fails when `down`.
+    #[derive(Default)]
+    struct Keys {
+        inner: MemoryStore,
+        keys: std::sync::Mutex<Vec<String>>,
+        down: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl DedupStore for Keys {
+        async fn claim(
+            &self,
+            key: &str,
+            token: ClaimToken,
+            lease: Duration,
+        ) -> Result<Claim, StoreError> {
+            self.keys.lock().unwrap().push(key.to_owned());
+            if self.down {
+                return Err(StoreError::Timeout);
+            }
+            self.inner.claim(key, token, lease).await
+        }
+        async fn complete(
+            &self,
+            key: &str,
+            token: ClaimToken,
+            retention: Duration,
+        ) -> Result<Transition, StoreError> {
+            self.inner.complete(key, token, retention).await
+        }
+        async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
+            self.inner.release(key, token).await
+        }
+        async fn extend(
+            &self,
+            key: &str,
+            token: ClaimToken,
+            lease: Duration,
+        ) -> Result<Transition, StoreError> {
+            self.inner.extend(key, token, lease).await
+        }
+    }
+
+    #[tokio::test]
+    async fn the_token_key_is_route_independent_and_never_fails_open() {
+        let store = Arc::new(Keys::default());
+        let receiver = Receiver::builder(Mailgun::new(KEY).unwrap())
+            .shared_store(Arc::clone(&store) as Arc<dyn DedupStore>)
+            .namespace("route-a")
+            .dedup_key(|_, _| Some("custom".to_owned()))
+            .build();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let event = serde_json::json!({"event": "opened"});
+        assert_eq!(
+            deliver(&receiver, body(event.clone()), &runs).await,
+            Ok(200)
+        );
+        assert_eq!(
+            *store.keys.lock().unwrap(),
+            [format!("{REPLAY_NAMESPACE}:mailgun:{TOKEN}")]
+        );
+
+        // Fail-open is not applied to the token: the store down is a 503.
+        let down = Arc::new(Keys {
+            down: true,
+            ..Keys::default()
+        });
+        let open = Receiver::builder(Mailgun::new(KEY).unwrap())
+            .shared_store(down as Arc<dyn DedupStore>)
+            .on_store_failure(StoreFailure::Open)
+            .build();
+        let result = deliver(&open, body(event), &runs).await;
+        assert!(
+            matches!(result, Err(Rejection::StoreUnavailable { .. })),
+            "{result:?}"
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+}

@@ -387,8 +387,13 @@ async fn foreign_topics_and_certificate_urls_are_401_without_a_fetch() {
 }
 
 #[tokio::test]
-async fn fetch_failures_are_503_and_not_cached() {
-    let (sns, fetcher) = test_verifier();
+async fn fetch_failures_are_503_and_remembered_for_a_while() {
+    let fetcher = FakeFetcher::serving(&[(TEST_CERT_URL, TEST_CERT.as_bytes())]);
+    let sns = Sns::builder(std::sync::Arc::clone(&fetcher))
+        .topic_arn(TOPIC)
+        .failure_ttl(Duration::from_millis(300))
+        .build()
+        .unwrap();
     *fetcher.fail_next.lock().unwrap() = true;
     let body = signer()
         .sign(notification("m"), SignatureVersion::V1)
@@ -398,7 +403,14 @@ async fn fetch_failures_are_503_and_not_cached() {
         (err.clone(), err.status().as_u16()),
         (VerifyError::KeyLookupUnavailable, 503)
     );
-    // SNS retries: this time the certificate comes.
+    // An immediate retry is answered from the remembered failure.
+    assert_eq!(
+        verify(&sns, &body).await,
+        Err(VerifyError::KeyLookupUnavailable)
+    );
+    assert_eq!(fetcher.fetched().len(), 1);
+    // SNS retries later: this time the certificate comes.
+    tokio::time::sleep(Duration::from_millis(350)).await;
     assert!(verify(&sns, &body).await.is_ok());
     assert_eq!(fetcher.fetched().len(), 2);
 
@@ -560,4 +572,125 @@ async fn reqwest_fetcher_is_https_only() {
     assert!(fetcher.fetch("http://127.0.0.1:9/cert.pem").await.is_err());
     // Nothing listens on the discard port of loopback.
     assert!(fetcher.fetch("https://127.0.0.1:9/cert.pem").await.is_err());
+}
+
+/// Issue 25, item 2: concurrent messages naming an uncached certificate
+/// make one fetch (the others wait for its answer); certificates past the
+/// fetch budget are not fetched; `require_signature_version(2)` refuses
+/// SHA1withRSA before fetching.
+#[tokio::test]
+async fn fetches_are_single_flight_rate_limited_and_v2_can_be_required() {
+    /// A fetcher that takes its time, so that requests overlap.
+    struct Slow(std::sync::Arc<FakeFetcher>);
+    #[async_trait::async_trait]
+    impl CertificateFetcher for Slow {
+        async fn fetch(&self, url: &str) -> Result<Vec<u8>, FetchError> {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            self.0.fetch(url).await
+        }
+    }
+    let fetcher = FakeFetcher::serving(&[(TEST_CERT_URL, TEST_CERT.as_bytes())]);
+    let sns = std::sync::Arc::new(
+        Sns::builder(Slow(std::sync::Arc::clone(&fetcher)))
+            .topic_arn(TOPIC)
+            .fetch_rate(3, Duration::from_secs(3600))
+            .build()
+            .unwrap(),
+    );
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let sns = std::sync::Arc::clone(&sns);
+            tokio::spawn(async move {
+                let body = signer()
+                    .sign(notification(&format!("m{i}")), SignatureVersion::V2)
+                    .unwrap();
+                verify(&sns, &body).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert!(task.await.unwrap().is_ok());
+    }
+    assert_eq!(fetcher.fetched(), [TEST_CERT_URL]);
+
+    // Other certificate paths on an allowed host: 2 fetches left in the budget.
+    let other = |i: usize| {
+        let cert =
+            format!("https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-other{i}.pem");
+        Signer::from_pkcs8_der(TEST_KEY, cert)
+            .unwrap()
+            .sign(notification("x"), SignatureVersion::V2)
+            .unwrap()
+    };
+    for i in 0..10 {
+        assert_eq!(
+            verify(&sns, &other(i)).await,
+            Err(VerifyError::KeyLookupUnavailable)
+        );
+    }
+    assert_eq!(fetcher.fetched().len(), 3, "{:?}", fetcher.fetched());
+
+    let (_, fresh) = test_verifier();
+    let v2_only = Sns::builder(std::sync::Arc::clone(&fresh))
+        .topic_arn(TOPIC)
+        .require_signature_version(2)
+        .build()
+        .unwrap();
+    let v1 = signer()
+        .sign(notification("v1"), SignatureVersion::V1)
+        .unwrap();
+    let err = verify(&v2_only, &v1).await.unwrap_err();
+    assert_eq!(err.status().as_u16(), 400);
+    assert!(fresh.fetched().is_empty());
+    let v2 = signer()
+        .sign(notification("v2"), SignatureVersion::V2)
+        .unwrap();
+    assert!(verify(&v2_only, &v2).await.is_ok());
+    assert!(matches!(
+        Sns::builder(fresh)
+            .any_topic()
+            .require_signature_version(3)
+            .build(),
+        Err(webhooks_core::ConfigError::Setting(_))
+    ));
+}
+
+/// Issue 25, item 2: a failure is remembered for its URL, not its path: a
+/// message naming the genuine certificate's path on a made-up region (which
+/// cannot be fetched) does not stop the genuine host; and once the
+/// certificate is cached, the same path on any allowed host, in any letter
+/// case, is the same key, fetched once.
+#[tokio::test]
+async fn a_made_up_region_cannot_block_the_genuine_certificate() {
+    let (sns, fetcher) = test_verifier();
+    let path = TEST_CERT_URL.split_once(".com").unwrap().1;
+    let fake = format!("https://sns.zz-nowhere-9.amazonaws.com{path}");
+    let forged = Signer::from_pkcs8_der(TEST_KEY, fake.as_str())
+        .unwrap()
+        .sign(notification("forged"), SignatureVersion::V2)
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            verify(&sns, &forged).await,
+            Err(VerifyError::KeyLookupUnavailable)
+        );
+    }
+    assert_eq!(
+        fetcher.fetched(),
+        [fake.as_str()],
+        "one fetch, then remembered"
+    );
+    let genuine = signer()
+        .sign(notification("genuine"), SignatureVersion::V2)
+        .unwrap();
+    assert!(verify(&sns, &genuine).await.is_ok());
+    let shouted = TEST_CERT_URL
+        .replace("sns.", "SNS.")
+        .replace(".amazonaws", ".AmazonAWS");
+    let cased = Signer::from_pkcs8_der(TEST_KEY, shouted.as_str())
+        .unwrap()
+        .sign(notification("cased"), SignatureVersion::V2)
+        .unwrap();
+    assert!(verify(&sns, &cased).await.is_ok());
+    assert_eq!(fetcher.fetched().len(), 2, "{:?}", fetcher.fetched());
 }

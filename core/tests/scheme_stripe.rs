@@ -57,6 +57,15 @@ mod dotnet {
     ];
 }
 
+/// The .NET fixture's secret is not an endpoint secret (`whsec_…`), which
+/// `Stripe::new` refuses: built through the escape hatch.
+fn dotnet_verifier() -> Stripe {
+    Stripe::builder()
+        .secret_without_format_check(dotnet::SECRET)
+        .build()
+        .unwrap()
+}
+
 /// stripe/stripe-python `tests/test_webhook.py`, stripe/stripe-go
 /// `webhook/client_test.go` and stripe/stripe-node `test/Webhook.spec.ts` all
 /// use this endpoint secret and key the HMAC with its bytes as given (their
@@ -106,7 +115,7 @@ fn malformed(r: Result<webhooks_core::Verified, VerifyError>) -> bool {
 
 #[test]
 fn dotnet_fixture_verifies_and_reads_the_event() {
-    let stripe = Stripe::new(dotnet::SECRET).unwrap();
+    let stripe = dotnet_verifier();
     let v = stripe
         .verify(
             &headers(dotnet::HEADER),
@@ -123,14 +132,14 @@ fn dotnet_fixture_verifies_and_reads_the_event() {
 
 #[test]
 fn dotnet_fixture_sign_reproduces_the_v1_signature() {
-    let stripe = Stripe::new(dotnet::SECRET).unwrap();
+    let stripe = dotnet_verifier();
     let signed = stripe.sign(dotnet::TIMESTAMP, dotnet::BODY.as_bytes());
     assert!(dotnet::HEADER.starts_with(&signed), "{signed}");
 }
 
 #[test]
 fn dotnet_fixture_outdated_timestamp_is_refused() {
-    let stripe = Stripe::new(dotnet::SECRET).unwrap();
+    let stripe = dotnet_verifier();
     let r = stripe.verify(
         &headers(dotnet::HEADER),
         dotnet::BODY.as_bytes(),
@@ -142,7 +151,7 @@ fn dotnet_fixture_outdated_timestamp_is_refused() {
 
 #[test]
 fn dotnet_fixture_changed_body_is_refused() {
-    let stripe = Stripe::new(dotnet::SECRET).unwrap();
+    let stripe = dotnet_verifier();
     let body = format!("{}this_changes_the_json", dotnet::BODY);
     let r = stripe.verify(
         &headers(dotnet::HEADER),
@@ -154,7 +163,7 @@ fn dotnet_fixture_changed_body_is_refused() {
 
 #[test]
 fn dotnet_incorrect_header_values_are_400() {
-    let stripe = Stripe::new(dotnet::SECRET).unwrap();
+    let stripe = dotnet_verifier();
     for bad in dotnet::BAD_HEADERS {
         let r = stripe.verify(&headers(bad), b"{}", at(dotnet::TIMESTAMP));
         assert!(malformed(r.clone()), "{bad:?}: {r:?}");
@@ -354,6 +363,14 @@ fn secrets_are_checked_at_build() {
         Err(ConfigError::Invalid { .. })
     ));
     assert_eq!(Stripe::builder().build().unwrap_err(), ConfigError::NoKeys);
+    // The .NET fixture's secret is refused by `new`: not `whsec_…`.
+    assert!(matches!(
+        Stripe::new(dotnet::SECRET),
+        Err(ConfigError::Invalid { .. })
+    ));
+    // An API key in place of the endpoint secret: refused, naming the one to use.
+    let err = Stripe::new("sk_live_51H8xyz").unwrap_err().to_string();
+    assert!(err.contains("API key") && err.contains("whsec_"), "{err}");
 }
 
 #[test]

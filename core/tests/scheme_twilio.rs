@@ -174,3 +174,59 @@ fn the_idempotency_token_is_the_id_and_debug_is_redacted() {
         ConfigError::Setting("public_url is required: Twilio signs the URL it called")
     );
 }
+
+/// Issue 25, item 5: webhook URLs with HTTP Basic credentials. Vectors from
+/// twilio/twilio-node `spec/validation.spec.js` (commit 45d3d65a):
+/// "should validate urls with credentials" (signed as given), "should
+/// validate urls with just username", and "should validate urls with
+/// credentials by adding port" (signed over the `:443` form: the colon in
+/// `user:pass` is not a port separator). Through `verify_url` and through a
+/// `PublicUrl` configured with the credentials.
+#[test]
+fn urls_with_credentials_verify_as_the_sdk_does() {
+    let with_creds = "https://user:pass@mycompany.com/myapp.php?foo=1&bar=2";
+    let just_user = "https://user@mycompany.com/myapp.php?foo=1&bar=2";
+    let cases = [
+        (
+            "https://user:pass@mycompany.com",
+            with_creds,
+            "CukzLTc1tT5dXEDIHm/tKBanW10=",
+        ),
+        (
+            "https://user@mycompany.com",
+            just_user,
+            "2YRLlVAflCqxaNicjMpJcSTgzSs=",
+        ),
+        (
+            "https://user:pass@mycompany.com",
+            with_creds,
+            "ZQFR1PTIZXF2MXB8ZnKCvnnA+rI=",
+        ),
+    ];
+    for (base, url, signature) in cases {
+        let t = twilio(base);
+        t.verify_url(url, &sig(signature), FORM, now())
+            .unwrap_or_else(|e| panic!("{url} {signature}: {e}"));
+        let headers = sig(signature);
+        let head = RequestHead::from_path_and_query("/myapp.php?foo=1&bar=2", &headers);
+        t.verify_head(head, FORM, now())
+            .unwrap_or_else(|e| panic!("{base} {signature}: {e}"));
+        // Other credentials are another URL.
+        let other = url.replace("user", "admin");
+        assert_eq!(
+            t.verify_url(&other, &sig(signature), FORM, now()),
+            Err(VerifyError::NoMatchingSignature)
+        );
+    }
+    // The `:443` form is what the adding-port vector signs.
+    let t = twilio("https://user:pass@mycompany.com");
+    assert_eq!(
+        t.sign(
+            "https://user:pass@mycompany.com:443/myapp.php?foo=1&bar=2",
+            FORM
+        )
+        .unwrap(),
+        "ZQFR1PTIZXF2MXB8ZnKCvnnA+rI="
+    );
+    assert!(!format!("{t:?}").contains("pass"));
+}

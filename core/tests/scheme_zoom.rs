@@ -45,13 +45,39 @@ fn vector_verifies_with_the_event_type() {
 #[test]
 fn url_validation_challenge_is_answered() {
     let z = Zoom::new("secretValueTest").unwrap();
-    let answer = z.url_validation_response(CHALLENGE.as_bytes()).unwrap();
+    let signed = |body: &[u8]| z.sign_headers(TS, body).unwrap();
+    let h = signed(CHALLENGE.as_bytes());
+    let answer = z
+        .url_validation_response(&h, CHALLENGE.as_bytes(), at(TS))
+        .unwrap()
+        .unwrap();
     assert_eq!(
         answer,
         format!(r#"{{"plainToken":"qgg8vlvZRS6UYooatFL8Aw","encryptedToken":"{ENCRYPTED}"}}"#)
     );
-    assert_eq!(z.url_validation_response(BODY.as_bytes()), None);
-    assert_eq!(z.url_validation_response(b"not json"), None);
+    let h = signed(BODY.as_bytes());
+    assert_eq!(
+        z.url_validation_response(&h, BODY.as_bytes(), at(TS)),
+        Ok(None)
+    );
+    let h = signed(b"not json");
+    assert_eq!(z.url_validation_response(&h, b"not json", at(TS)), Ok(None));
+}
+
+/// An unverified challenge gets no answer: the answer is the secret's HMAC
+/// of a token the sender chose, which would let a forger learn signatures.
+#[test]
+fn forged_url_validation_is_not_answered() {
+    let z = Zoom::new("secretValueTest").unwrap();
+    let forged = headers(SIGNATURE, &TS.to_string());
+    assert_eq!(
+        z.url_validation_response(&forged, CHALLENGE.as_bytes(), at(TS)),
+        Err(VerifyError::NoMatchingSignature)
+    );
+    assert!(
+        z.url_validation_response(&HeaderMap::new(), CHALLENGE.as_bytes(), at(TS))
+            .is_err()
+    );
 }
 
 #[test]

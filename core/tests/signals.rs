@@ -438,3 +438,27 @@ async fn no_series_carries_an_id_or_a_secret() {
         }
     }
 }
+
+/// `route_label` names the metrics' `route` instead of the namespace.
+#[tokio::test]
+async fn the_route_label_replaces_the_namespace_in_series() {
+    snapshotter();
+    let namespace = "signals-label-namespace";
+    let label = "signals-label";
+    let verifier = StandardWebhooks::new(NEW_SECRET).unwrap();
+    let receiver = Receiver::builder(verifier)
+        .namespace(namespace)
+        .route_label(label)
+        .build();
+    assert_eq!(
+        deliver(&receiver, request(NEW_SECRET, "label-1", b"{}"), 204).await,
+        Ok(204)
+    );
+    let by_label = series(label);
+    assert_eq!(
+        by_label.get("webhooks_received_total{scheme=standard-webhooks}"),
+        Some(&1),
+        "{by_label:?}"
+    );
+    assert!(series(namespace).is_empty());
+}

@@ -398,10 +398,11 @@ async fn an_untrusted_server_certificate_is_503_without_a_request() {
         .unwrap();
 }
 
-/// Oversized, garbage, missing and redirected certificates are `503`, are
-/// not cached (the next message fetches again), and a redirect is not followed.
+/// Oversized, garbage, missing and redirected certificates are `503`; the
+/// failure is remembered for a while (the next message naming it fetches
+/// nothing), and a redirect is not followed.
 #[tokio::test]
-async fn bad_certificate_answers_are_503_and_not_cached() {
+async fn bad_certificate_answers_are_503_and_remembered() {
     const BIG: &str = "/SimpleNotificationService-big.pem";
     const STREAMED: &str = "/SimpleNotificationService-streamed.pem";
     const JUST_FITS: &str = "/SimpleNotificationService-fits.pem";
@@ -463,7 +464,10 @@ async fn bad_certificate_answers_are_503_and_not_cached() {
             );
         }
         let asked = server.paths().iter().filter(|p| *p == path).count();
-        assert_eq!(asked, 2, "{path}: fetched again, not cached");
+        assert_eq!(
+            asked, 1,
+            "{path}: the failure is remembered, not fetched again"
+        );
     }
     assert!(
         !server.paths().iter().any(|p| p == CERT_PATH),
@@ -478,4 +482,84 @@ async fn bad_certificate_answers_are_503_and_not_cached() {
     // The control: a body of exactly the limit is read whole.
     let fits = fetcher.fetch(&url(HOST, JUST_FITS)).await.unwrap();
     assert_eq!(fits.len(), MAX_CERTIFICATE_LEN);
+}
+
+/// Issue 25, item 2: forged messages cannot make the receiver fetch
+/// certificates at will. 100 junk messages whose certificate URLs differ
+/// only in the host's letter case (once 100 fetches, evicting the genuine
+/// key) cost no fetch once the genuine certificate is cached, and at most
+/// one for a certificate path that fails; junk signature lengths cost none;
+/// the genuine key stays cached throughout.
+#[tokio::test]
+async fn junk_messages_make_at_most_one_fetch() {
+    const MISSING: &str = "/SimpleNotificationService-missing.pem";
+    let pki = Pki::new("webhooks test CA");
+    let server = Server::start(
+        pki.server(&[HOST]),
+        HashMap::from([(CERT_PATH, Answer::ok(SIGNING_CERT))]),
+    )
+    .await;
+    let sns = Sns::builder(fetcher(&pki, server.addr))
+        .topic_arn(TOPIC)
+        .region("us-east-1")
+        .cache_capacity(4)
+        .build()
+        .unwrap();
+    let genuine = signed(&url(HOST, CERT_PATH), "msg-genuine", SignatureVersion::V2);
+    verify(&sns, &genuine).await.unwrap();
+    assert_eq!(server.connections(), 1);
+
+    // The host in every letter case, the signature of another message.
+    let cased = |i: usize| -> String {
+        (HOST.chars().enumerate())
+            .map(|(j, c)| match (i >> (j % 20)) & 1 {
+                1 => c.to_ascii_uppercase(),
+                _ => c,
+            })
+            .collect()
+    };
+    let junk = |i: usize, path: &str| {
+        let body = signed(
+            &url(HOST, CERT_PATH),
+            &format!("msg-{i}"),
+            SignatureVersion::V2,
+        );
+        let mut message: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        message["SigningCertURL"] = url(&cased(i), path).into();
+        message["MessageId"] = format!("junk-{i}").into();
+        message.to_string().into_bytes()
+    };
+    for i in 0..100 {
+        let result = verify(&sns, &junk(i, CERT_PATH)).await;
+        assert_eq!(result.unwrap_err(), VerifyError::NoMatchingSignature, "{i}");
+    }
+    assert_eq!(server.connections(), 1, "cached by path: no fetch");
+    for i in 0..100 {
+        let result = verify(&sns, &junk(i, MISSING)).await;
+        assert_eq!(
+            result.unwrap_err(),
+            VerifyError::KeyLookupUnavailable,
+            "{i}"
+        );
+    }
+    assert_eq!(
+        server.connections(),
+        2,
+        "one fetch for the missing certificate"
+    );
+    // A signature of no RSA length: 400 before any fetch.
+    for len in [0usize, 1, 64, 255, 257, 600] {
+        let mut message: serde_json::Value =
+            serde_json::from_slice(&junk(0, "/SimpleNotificationService-other.pem")).unwrap();
+        message["Signature"] =
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, vec![7u8; len])
+                .into();
+        let result = verify(&sns, message.to_string().as_bytes()).await;
+        assert_eq!(result.unwrap_err().status().as_u16(), 400, "{len}");
+    }
+    assert_eq!(server.connections(), 2);
+    // The genuine key is still cached.
+    let again = signed(&url(HOST, CERT_PATH), "msg-genuine-2", SignatureVersion::V2);
+    verify(&sns, &again).await.unwrap();
+    assert_eq!(server.connections(), 2);
 }

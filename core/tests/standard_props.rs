@@ -266,4 +266,28 @@ proptest! {
                 | VerifyError::MissingHeader(_)
         ), "{err:?}");
     }
+
+    /// Issue 25, item 3: the checks made before the body is read refuse
+    /// only what verification refuses, with the same error, and accept
+    /// every genuine delivery.
+    #[test]
+    fn head_checks_refuse_only_what_verify_refuses(
+        fields in prop::collection::vec((header_name(), header_value()), 0..8),
+        body in prop::collection::vec(any::<u8>(), 0..300),
+        now in 1_600_000_000u64..1_800_000_000,
+        secret in secret(),
+    ) {
+        let mut h = HeaderMap::new();
+        for (name, value) in fields {
+            if let Ok(value) = HeaderValue::from_bytes(&value) {
+                h.append(HeaderName::from_static(name), value);
+            }
+        }
+        let v = verifier(&secret);
+        if let Err(early) = v.check_headers(&h, at(now)) {
+            prop_assert_eq!(Err(early), v.verify(&h, &body, at(now)).map(|_| ()));
+        }
+        let genuine = v.sign_headers("msg_1", now, &body).unwrap();
+        prop_assert_eq!(v.check_headers(&genuine, at(now)), Ok(()));
+    }
 }

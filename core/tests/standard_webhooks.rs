@@ -1183,21 +1183,14 @@ fn errors_have_the_right_status_and_reveal_nothing() {
     assert_eq!(err.to_string(), "no matching signature");
 }
 
-/// Issue 10, item 6: a request costs at most 4 ed25519 checks, whatever it
-/// carries: the first `4 / keys` distinct well-formed `v1a` signatures (at
-/// least one) are tried against each trusted key, and no others.
+/// Issue 10, item 6 and issue 25, item 4: a request costs at most 8 ed25519
+/// checks, whatever it carries: the distinct well-formed `v1a` signatures, in
+/// the order listed, each against every trusted key, until 8 (signature, key)
+/// pairs are spent, and no others.
 #[test]
 fn v1a_work_per_request_is_bounded() {
     let trusted = fixed_ed25519(1);
     let attacker = fixed_ed25519(3);
-    let with_keys = |keys: &[&Signer]| {
-        (keys.iter())
-            .fold(StandardWebhooks::builder(), |b, k| {
-                b.public_key(k.public_key().unwrap())
-            })
-            .build()
-            .unwrap()
-    };
     let one_key = with_keys(&[&trusted]);
     let two_keys = with_keys(&[&fixed_ed25519(2), &trusted]);
     let genuine = trusted.sign(published::ID, published::TIMESTAMP, published::BODY);
@@ -1212,23 +1205,62 @@ fn v1a_work_per_request_is_bounded() {
     let accepted = |v: &StandardWebhooks, sig: &str| verify_published_with(v, sig).is_ok();
 
     assert!(
-        accepted(&one_key, &after(decoys(3))),
-        "4th signature, 1 key"
+        accepted(&one_key, &after(decoys(7))),
+        "8th signature, 1 key"
     );
     assert!(
-        !accepted(&one_key, &after(decoys(4))),
-        "5th signature is never tried"
+        !accepted(&one_key, &after(decoys(8))),
+        "9th signature is never tried"
     );
     assert!(
-        accepted(&two_keys, &after(decoys(1))),
-        "2nd signature, 2 keys"
+        accepted(&two_keys, &after(decoys(3))),
+        "4th signature, 2 keys"
     );
     assert!(
-        !accepted(&two_keys, &after(decoys(2))),
-        "3rd signature, 2 keys"
+        !accepted(&two_keys, &after(decoys(4))),
+        "5th signature, 2 keys"
     );
     // Repeats and signatures that can never verify (`s` ≥ 2^253) take no share.
-    assert!(accepted(&one_key, &after(vec![decoy(0); 10])), "repeats");
+    assert!(accepted(&one_key, &after(vec![decoy(0); 20])), "repeats");
     let high_s = format!("v1a,{}", B64.encode([0xffu8; 64]));
-    assert!(accepted(&one_key, &after(vec![high_s; 10])), "malformed s");
+    assert!(accepted(&one_key, &after(vec![high_s; 20])), "malformed s");
+}
+
+/// A verifier trusting these ed25519 signers' public keys, in this order.
+fn with_keys(keys: &[&Signer]) -> StandardWebhooks {
+    (keys.iter())
+        .fold(StandardWebhooks::builder(), |b, k| {
+            b.public_key(k.public_key().unwrap())
+        })
+        .build()
+        .unwrap()
+}
+
+/// Issue 25, item 4: with 3 trusted keys, a sender that lists a retired
+/// key's signature first and the valid one second is accepted, whichever
+/// trusted key made the valid one (the budget was once split `4 / keys`, so
+/// only the first signature was tried); the total stays at 8 pairs.
+#[test]
+fn v1a_budget_is_spent_per_signature_and_key_pair() {
+    let keys = [fixed_ed25519(1), fixed_ed25519(2), fixed_ed25519(4)];
+    let verifier = with_keys(&[&keys[0], &keys[1], &keys[2]]);
+    let retired = fixed_ed25519(3).sign(published::ID, published::TIMESTAMP, published::BODY);
+    for (index, key) in keys.iter().enumerate() {
+        let valid = key.sign(published::ID, published::TIMESTAMP, published::BODY);
+        let verified = verify_published_with(&verifier, &format!("{retired} {valid}"))
+            .unwrap_or_else(|e| panic!("valid signature by key {index}, listed second: {e}"));
+        assert_eq!(verified.matched_key, MatchedKey::PublicKey(index));
+    }
+    // Third signature: pairs 7 and 8 reach keys 0 and 1, key 2 would be the 9th.
+    let decoy =
+        |i: usize| fixed_ed25519(3).sign(&format!("other_{i}"), published::TIMESTAMP, b"{}");
+    for (index, key) in keys.iter().enumerate() {
+        let valid = key.sign(published::ID, published::TIMESTAMP, published::BODY);
+        let third = format!("{} {} {valid}", decoy(0), decoy(1));
+        assert_eq!(
+            verify_published_with(&verifier, &third).is_ok(),
+            index < 2,
+            "third signature, key {index}"
+        );
+    }
 }

@@ -804,6 +804,259 @@ async fn redis_scripts_flushed_on_the_server_are_loaded_again() {
 }
 
 // ---------------------------------------------------------------------------
+// Redis Cluster
+// ---------------------------------------------------------------------------
+
+/// The cluster `.ci/redis-cluster` starts (three primaries, one replica
+/// each), found through one node, `WEBHOOKS_REDIS_CLUSTER_URL`. The suite's
+/// proxy scenarios (a hung, dead or silent server) return early here: the
+/// client learns every node's address from the cluster and would go around
+/// a proxy in front of one node. `redis_cluster_nodes_behind_proxies_*`
+/// below run them with a proxy in front of each node; a primary that really
+/// dies is the failover test (`cluster_failover.rs`).
+#[cfg(feature = "redis-cluster")]
+struct RedisCluster {
+    url: String,
+    prefix: String,
+}
+
+#[cfg(feature = "redis-cluster")]
+impl RedisCluster {
+    fn builder(&self, node: &str) -> webhooks_core::dedup::RedisClusterStoreBuilder {
+        webhooks_core::dedup::RedisClusterStore::builder([node]).key_prefix(&self.prefix)
+    }
+}
+
+#[cfg(feature = "redis-cluster")]
+impl Backend for RedisCluster {
+    async fn fresh() -> Option<Self> {
+        let url = support::redis_cluster_url().await?;
+        Some(Self {
+            url,
+            prefix: format!("dedup-test:{}:", support::unique_suffix()),
+        })
+    }
+    async fn open(&self) -> Arc<dyn DedupStore> {
+        let store = self.builder(&self.url).connect().await;
+        Arc::new(store.expect("connect to the Redis Cluster"))
+    }
+    async fn open_unreachable(&self) -> Option<Result<Arc<dyn DedupStore>, OpenError>> {
+        let store = self
+            .builder("redis://127.0.0.1:1")
+            .connect_timeout(Duration::from_secs(1))
+            .command_timeout(Duration::from_millis(500))
+            .connect()
+            .await;
+        Some(store.map(|s| Arc::new(s) as Arc<dyn DedupStore>))
+    }
+}
+
+#[cfg(feature = "redis-cluster")]
+store_suite!(redis_cluster, RedisCluster);
+
+/// The primaries' `host:port`, from `CLUSTER SHARDS`-like `CLUSTER NODES`.
+#[cfg(feature = "redis-cluster")]
+async fn cluster_primaries(url: &str) -> Vec<String> {
+    let client = ::redis::Client::open(url).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let nodes: String = ::redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    nodes
+        .lines()
+        .filter(|line| {
+            let flags = line.split(' ').nth(2).unwrap_or("");
+            flags.contains("master") && !flags.contains("fail")
+        })
+        .filter_map(|line| line.split(' ').nth(1))
+        .map(|address| address.split('@').next().unwrap_or(address).to_owned())
+        .collect()
+}
+
+/// The keys of a store spread over every primary (no hash tag funnels
+/// them into one slot), and each primary holds only keys of its own slots.
+#[cfg(feature = "redis-cluster")]
+#[tokio::test]
+async fn redis_cluster_keys_spread_over_every_primary() {
+    let Some((backend, store)) = fresh_store::<RedisCluster>().await else {
+        return;
+    };
+    for i in 0..64 {
+        answers!(
+            store.claim(&key(&format!("spread-{i}")), ClaimToken::random(), LEASE),
+            Claim::Claimed
+        );
+    }
+    let primaries = cluster_primaries(&backend.url).await;
+    assert_eq!(primaries.len(), 3, "{primaries:?}");
+    let mut total = 0;
+    for primary in &primaries {
+        let client = ::redis::Client::open(format!("redis://{primary}")).unwrap();
+        let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+        let keys: Vec<String> = ::redis::cmd("KEYS")
+            .arg(format!("{}*", backend.prefix))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(
+            keys.len() >= 5,
+            "{primary} holds {} of 64 keys: {keys:?}",
+            keys.len()
+        );
+        total += keys.len();
+    }
+    assert_eq!(total, 64);
+}
+
+/// With `wait_for_replicas(1, …)`, every write is acknowledged by the key's
+/// replica before the store answers: a claim, completion and extension
+/// still answer as without it; asking for more replicas than the cluster
+/// has fails the claim (503) and releases it, so the next attempt claims.
+#[cfg(feature = "redis-cluster")]
+#[tokio::test]
+async fn redis_cluster_waits_for_replicas_when_asked() {
+    let Some(backend) = RedisCluster::fresh().await else {
+        return;
+    };
+    let store = backend
+        .builder(&backend.url)
+        .wait_for_replicas(1, Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap();
+    let (a, token) = (key("wait-a"), ClaimToken::random());
+    answers!(store.claim(&a, token, LEASE), Claim::Claimed);
+    answers!(store.extend(&a, token, LEASE), Transition::Applied);
+    answers!(
+        store.complete(&a, token, Duration::from_secs(60)),
+        Transition::Applied
+    );
+    answers!(
+        store.claim(&a, ClaimToken::random(), LEASE),
+        Claim::Completed
+    );
+
+    let greedy = backend
+        .builder(&backend.url)
+        .wait_for_replicas(2, Duration::from_millis(100))
+        .connect()
+        .await
+        .unwrap();
+    let b = key("wait-b");
+    let started = Instant::now();
+    let error = greedy
+        .claim(&b, ClaimToken::random(), LEASE)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("unavailable")
+            && std::error::Error::source(&error)
+                .is_some_and(|e| e.to_string().contains("1 of 2 replicas")),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // Released again: the next attempt (without the wait) claims at once.
+    answers!(store.claim(&b, ClaimToken::random(), LEASE), Claim::Claimed);
+}
+
+/// A store on the test's prefix that reaches every cluster node through
+/// `proxies`, with a 1 s connect timeout and a 500 ms command timeout.
+#[cfg(feature = "redis-cluster")]
+async fn open_through(
+    backend: &RedisCluster,
+    proxies: &support::ClusterProxies,
+) -> Result<Arc<dyn DedupStore>, OpenError> {
+    let mut builder = backend
+        .builder(&format!("redis://{}", proxies.seed()))
+        .connect_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_millis(500));
+    for (node, proxy) in proxies.routes() {
+        builder = builder.map_node_address(node, proxy);
+    }
+    Ok(Arc::new(builder.connect().await?))
+}
+
+/// The cluster behind a proxy per node, and a store through them on which
+/// `token` claimed `name`.
+#[cfg(feature = "redis-cluster")]
+async fn cluster_behind_proxies(
+    name: &str,
+    token: ClaimToken,
+) -> Option<(RedisCluster, support::ClusterProxies, Arc<dyn DedupStore>)> {
+    let backend = RedisCluster::fresh().await?;
+    let authority = support::authority(&backend.url).expect("a host:port cluster URL");
+    let proxies = support::ClusterProxies::start(&authority).await;
+    let store = open_through(&backend, &proxies)
+        .await
+        .expect("open through the proxies");
+    answers!(store.claim(&key(name), token, LEASE), Claim::Claimed);
+    Some((backend, proxies, store))
+}
+
+/// A cluster that stops answering mid-connection: operations time out
+/// instead of hanging (`hung_server_times_out`, every node hung).
+#[cfg(feature = "redis-cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_nodes_behind_proxies_hung() {
+    let token = ClaimToken::random();
+    let Some((_backend, proxies, store)) = cluster_behind_proxies("hung", token).await else {
+        return;
+    };
+    proxies.freeze();
+    assert_claims_fail_fast(&*store, "hung-2", 2).await;
+    let started = Instant::now();
+    assert_down(
+        &store
+            .complete(&key("hung"), token, LEASE)
+            .await
+            .unwrap_err(),
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    proxies.kill();
+}
+
+/// A cluster that goes away: operations fail fast, and keep failing fast
+/// (`dead_server_is_unavailable`, every node gone).
+#[cfg(feature = "redis-cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_nodes_behind_proxies_dead() {
+    let Some((_backend, proxies, store)) =
+        cluster_behind_proxies("dead", ClaimToken::random()).await
+    else {
+        return;
+    };
+    proxies.kill();
+    assert_claims_fail_fast(&*store, "dead-2", 3).await;
+}
+
+/// Nodes that accept connections but never answer: opening (or the first
+/// operation) fails within a few seconds (`silent_server_fails_fast`).
+#[cfg(feature = "redis-cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_nodes_behind_proxies_silent() {
+    let Some(backend) = RedisCluster::fresh().await else {
+        return;
+    };
+    let authority = support::authority(&backend.url).expect("a host:port cluster URL");
+    let proxies = support::ClusterProxies::start(&authority).await;
+    proxies.freeze();
+    let started = Instant::now();
+    assert_open_fails(open_through(&backend, &proxies).await, "silent").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    proxies.kill();
+}
+
+// ---------------------------------------------------------------------------
 // PostgreSQL and MySQL / MariaDB
 // ---------------------------------------------------------------------------
 
@@ -1008,6 +1261,14 @@ async fn store_from_url_opens_each_enabled_backend() {
     #[cfg(feature = "redis")]
     if let Some(url) = support::redis_url().await {
         open_by_url_and_claim(&url, "redis://").await;
+    }
+    #[cfg(feature = "redis-cluster")]
+    if let Some(url) = support::redis_cluster_url().await {
+        // The node as a redis-cluster:// seed, with a second (unreachable)
+        // seed given the fred way: one answering seed is enough.
+        let seed = support::authority(&url).expect("a host:port cluster URL");
+        let url = format!("redis-cluster://{seed}?node=127.0.0.1:1");
+        open_by_url_and_claim(&url, "redis-cluster://").await;
     }
     #[cfg(feature = "postgres")]
     if let Some(url) = support::postgres_url().await {

@@ -27,9 +27,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use tower_webhooks::core::dedup::{DedupStore, store_from_url};
+use tower_webhooks::core::{ConfigError, Receiver};
 use tower_webhooks::{VerifiedWebhook, WebhookLayer};
-use webhooks_core::dedup::{DedupStore, store_from_url};
-use webhooks_core::{ConfigError, Receiver};
 
 use crate::event::EmailEvent;
 use crate::schemes::Scheme;
@@ -133,7 +133,7 @@ pub fn receiver(
 }
 
 /// The pipeline in inbox mode: verified deliveries are stored in `inbox` and
-/// answered `202`; [`Worker`](webhooks_core::inbox::Worker)s apply them.
+/// answered `202`; [`Worker`](tower_webhooks::core::inbox::Worker)s apply them.
 ///
 /// # Errors
 ///
@@ -141,7 +141,7 @@ pub fn receiver(
 pub fn inbox_receiver(
     scheme: Scheme,
     secret: &str,
-    inbox: Arc<dyn webhooks_core::inbox::Inbox>,
+    inbox: Arc<dyn tower_webhooks::core::inbox::Inbox>,
 ) -> Result<Receiver, ConfigError> {
     let builder = Receiver::builder(scheme.verifier(secret)?)
         .inbox(inbox)

@@ -1,6 +1,6 @@
 //! Logs and metrics for the example receivers: `tracing-subscriber` (text or
 //! JSON lines) and a Prometheus `/metrics` route fed by the library's
-//! [`signals`](webhooks_core::signals).
+//! [`signals`](tower_webhooks::core::signals).
 //!
 //! ```no_run
 //! use examples::observe::{LogFormat, init_logging, install_metrics, metrics_router};

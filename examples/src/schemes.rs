@@ -20,9 +20,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use http::HeaderMap;
-use webhooks_core::scheme::standard::Signer;
-use webhooks_core::scheme::{GitHub, Shopify, Slack, StandardWebhooks, Stripe};
-use webhooks_core::{ConfigError, Verifier};
+use tower_webhooks::core::scheme::standard::Signer;
+use tower_webhooks::core::scheme::{GitHub, Shopify, Slack, StandardWebhooks, Stripe};
+use tower_webhooks::core::{ConfigError, Verifier};
 
 /// A provider's signature scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

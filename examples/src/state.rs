@@ -1,7 +1,7 @@
 //! The per-email state machine, pure: no I/O, so the receiver, the tests and
 //! the demo's expectations all run the same code.
 //!
-//! * The delivery status follows [`webhooks_core::ordering`]: by the event's
+//! * The delivery status follows [`tower_webhooks::core::ordering`]: by the event's
 //!   own timestamp, not arrival; `bounced` and `complained` are terminal, so a
 //!   late `delivered` never overwrites a `bounced`.
 //! * `opened`, `clicked` and `unsubscribed` are tracked apart from the status
@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
-use webhooks_core::ordering::{Decision, Status, StatusTracker, Timestamped};
+use tower_webhooks::core::ordering::{Decision, Status, StatusTracker, Timestamped};
 
 use crate::event::{EmailEvent, EventKind};
 

@@ -89,6 +89,59 @@ impl Spec {
         Ok(self.builder(verifier).inbox(inbox).build())
     }
 
+    /// The routes mounted with an inbox, and their pipelines: in inbox mode
+    /// (storing into `inbox`) `/inbox` (Standard Webhooks), `/inbox/slack`
+    /// (Slack, signed with [`INBOX_SLACK_SECRET`]), `/inbox/github`,
+    /// `/inbox/zoom` ([`HANDSHAKE_ZOOM_SECRET`]), `/inbox/discord`
+    /// ([`HANDSHAKE_DISCORD_SEED`]) and `/inbox/sns` (SNS with a
+    /// subscription-confirmation hook recording into [`SNS_CONFIRMATIONS`]);
+    /// and the same Zoom, Slack, Discord and SNS verifiers in request mode
+    /// under `/handshake/…`.
+    ///
+    /// # Errors
+    ///
+    /// When a verifier cannot be built.
+    pub fn inbox_receivers(&self, inbox: &Arc<dyn Inbox>) -> Result<Routes, String> {
+        use webhooks_core::scheme::{Discord, Slack, Zoom};
+        let error = |e: webhooks_core::ConfigError| e.to_string();
+        let slack = || Slack::new(INBOX_SLACK_SECRET).map_err(error);
+        let zoom = || Zoom::new(HANDSHAKE_ZOOM_SECRET).map_err(error);
+        let discord =
+            || Discord::new(&Discord::public_key_hex(&HANDSHAKE_DISCORD_SEED)).map_err(error);
+        let sns = || {
+            webhooks_core::scheme::sns::Sns::builder(
+                crate::providers_email::TestCertificates::default(),
+            )
+            .topic_arn(crate::providers_email::SNS_TOPIC)
+            .on_subscription_confirmation(|message| {
+                SNS_CONFIRMATIONS
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(message.message_id);
+            })
+            .build()
+            .map_err(error)
+        };
+        let github = GitHub::new(keys::GITHUB_SECRET).map_err(error)?;
+        Ok(vec![
+            ("/inbox", self.inbox_receiver(Arc::clone(inbox))?),
+            ("/inbox/slack", self.stored(slack()?, inbox)),
+            ("/inbox/github", self.stored(github, inbox)),
+            ("/inbox/zoom", self.stored(zoom()?, inbox)),
+            ("/inbox/discord", self.stored(discord()?, inbox)),
+            ("/inbox/sns", self.stored(sns()?, inbox)),
+            ("/handshake/zoom", self.pipeline(zoom()?)),
+            ("/handshake/slack", self.pipeline(slack()?)),
+            ("/handshake/discord", self.pipeline(discord()?)),
+            ("/handshake/sns", self.pipeline(sns()?)),
+        ])
+    }
+
+    /// An inbox-mode pipeline around `verifier`, storing into `inbox`.
+    fn stored(&self, verifier: impl RequestVerifier + 'static, inbox: &Arc<dyn Inbox>) -> Receiver {
+        self.builder(verifier).inbox(Arc::clone(inbox)).build()
+    }
+
     /// A pipeline around `verifier` with this spec's limit, lease, store and namespace.
     fn pipeline(&self, verifier: impl RequestVerifier + 'static) -> Receiver {
         self.builder(verifier).build()
@@ -109,6 +162,35 @@ impl Spec {
     }
 }
 
+/// The Slack signing secret of the `/inbox/slack` and `/handshake/slack` routes.
+pub const INBOX_SLACK_SECRET: &str = "slack-inbox-signing-secret";
+
+/// The smallest purge age of the admin API mounted at `/admin/guarded`.
+pub const GUARDED_ADMIN_MIN_PURGE: Duration = Duration::from_secs(60);
+
+/// The `authorize` hook of `/admin/guarded`, from its `x-test-access`
+/// header: `admin:<who>`, `read:<who>`, anything else (or none) denied.
+fn test_access(value: Option<&[u8]>) -> webhooks_core::inbox::admin::Access {
+    use webhooks_core::inbox::admin::Access;
+    let value = value
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .unwrap_or("");
+    match value.split_once(':') {
+        Some(("admin", who)) => Access::Admin(who.to_owned()),
+        Some(("read", who)) => Access::ReadOnly(who.to_owned()),
+        _ => Access::Deny,
+    }
+}
+
+/// The Zoom secret token of the `/inbox/zoom` and `/handshake/zoom` routes.
+pub const HANDSHAKE_ZOOM_SECRET: &str = "zoom-handshake-secret-token";
+/// The Discord signer's private key of the `/inbox/discord` and
+/// `/handshake/discord` routes.
+pub const HANDSHAKE_DISCORD_SEED: [u8; 32] = [11; 32];
+/// The message ids of the SNS subscription confirmations the `/inbox/sns`
+/// and `/handshake/sns` hooks received.
+pub static SNS_CONFIRMATIONS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
 /// The `on_reject` hook of [`Spec::custom_rejections`]: a JSON body, and a
 /// status and protocol headers of its own that the library must replace.
 fn custom_rejection(rejection: &Rejection) -> http::Response<Bytes> {
@@ -126,6 +208,9 @@ fn custom_rejection(rejection: &Rejection) -> http::Response<Bytes> {
     response
 }
 
+/// Paths and their pipelines.
+pub type Routes = Vec<(&'static str, Receiver)>;
+
 /// The pipelines of one app, one per guarded route group.
 #[derive(Clone)]
 struct Receivers {
@@ -137,8 +222,8 @@ struct Receivers {
     senders: Vec<(&'static str, Receiver)>,
     /// One route per provider family (see [`providers`](crate::providers)).
     providers: Vec<(&'static str, Receiver)>,
-    /// `/inbox`'s pipeline and the inbox its admin API serves.
-    inbox: Option<(Receiver, Arc<dyn Inbox>)>,
+    /// The inbox routes' pipelines and the inbox its admin API serves.
+    inbox: Option<(Routes, Arc<dyn Inbox>)>,
 }
 
 /// A running app: its address and its handler's counters.
@@ -214,7 +299,7 @@ impl Framework {
             senders: crate::providers_email::receivers(spec)?,
             providers: crate::providers::receivers(spec)?,
             inbox: match &spec.inbox {
-                Some(inbox) => Some((spec.inbox_receiver(Arc::clone(inbox))?, Arc::clone(inbox))),
+                Some(inbox) => Some((spec.inbox_receivers(inbox)?, Arc::clone(inbox))),
                 None => None,
             },
         };
@@ -322,8 +407,21 @@ async fn start_axum(receivers: Receivers, behaviour: Arc<Behaviour>) -> Result<R
         .chain(receivers.providers)
         .fold(app, |app, (path, r)| app.merge(hook_behind(path, r)));
     let app = match receivers.inbox {
-        Some((receiver, inbox)) => app
-            .merge(hook_behind("/inbox", receiver))
+        // Inbox-mode routes need no handler.
+        Some((routes, inbox)) => routes
+            .into_iter()
+            .fold(app, |app, (path, r)| match r.has_inbox() {
+                true => app.route_service(path, tower_webhooks::InboxRoute::new(r)),
+                false => app.merge(hook_behind(path, r)),
+            })
+            .nest_service(
+                "/admin/guarded",
+                tower_webhooks::InboxAdmin::new(Arc::clone(&inbox))
+                    .min_purge_age(GUARDED_ADMIN_MIN_PURGE)
+                    .authorize(|request| {
+                        test_access(request.headers.get("x-test-access").map(|v| v.as_bytes()))
+                    }),
+            )
             .nest_service("/admin/inbox", tower_webhooks::InboxAdmin::new(inbox)),
         None => app,
     };
@@ -446,11 +544,30 @@ async fn start_actix(
                         app.service(hook_behind(path, receiver))
                     });
                 let app = match &receivers.inbox {
-                    Some((receiver, inbox)) => {
-                        app.service(hook_behind("/inbox", receiver)).service(
-                            actix_webhooks::inbox_admin("/admin/inbox", Arc::clone(inbox)),
+                    // Inbox-mode routes need no handler.
+                    Some((routes, inbox)) => routes
+                        .iter()
+                        .fold(app, |app, (path, r)| match r.has_inbox() {
+                            true => app.service(actix_webhooks::inbox_route(path, r.clone())),
+                            false => app.service(hook_behind(path, r)),
+                        })
+                        .service(
+                            actix_webhooks::InboxAdmin::new(Arc::clone(inbox))
+                                .min_purge_age(GUARDED_ADMIN_MIN_PURGE)
+                                .authorize(|request| {
+                                    test_access(
+                                        request
+                                            .headers()
+                                            .get("x-test-access")
+                                            .map(|v| v.as_bytes()),
+                                    )
+                                })
+                                .scope("/admin/guarded"),
                         )
-                    }
+                        .service(actix_webhooks::inbox_admin(
+                            "/admin/inbox",
+                            Arc::clone(inbox),
+                        )),
                     None => app,
                 };
                 app.service(

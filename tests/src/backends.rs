@@ -2,8 +2,8 @@
 //! backend whose cargo feature is on (`--all-features` turns on all four).
 //!
 //! Server URLs come from the environment at run time (`WEBHOOKS_REDIS_URL`,
-//! `WEBHOOKS_POSTGRES_URL`, `WEBHOOKS_MYSQL_URL`, with this machine's
-//! defaults). A server that does not answer skips its scenarios with a
+//! `WEBHOOKS_REDIS_CLUSTER_URL`, `WEBHOOKS_POSTGRES_URL`,
+//! `WEBHOOKS_MYSQL_URL`, with this machine's defaults). A server that does not answer skips its scenarios with a
 //! message, except under `CI=true`, where they fail.
 
 use std::sync::Arc;
@@ -23,6 +23,10 @@ pub enum Backend {
     /// Redis.
     #[cfg(feature = "redis")]
     Redis,
+    /// A Redis Cluster (`.ci/redis-cluster start`: three primaries, one
+    /// replica each), through `redis-cluster://`.
+    #[cfg(feature = "redis-cluster")]
+    RedisCluster,
     /// PostgreSQL.
     #[cfg(feature = "postgres")]
     Postgres,
@@ -41,6 +45,8 @@ impl Backend {
             Backend::Memory,
             #[cfg(feature = "redis")]
             Backend::Redis,
+            #[cfg(feature = "redis-cluster")]
+            Backend::RedisCluster,
             #[cfg(feature = "postgres")]
             Backend::Postgres,
             #[cfg(feature = "mysql")]
@@ -56,6 +62,8 @@ impl Backend {
             Self::Memory => "memory",
             #[cfg(feature = "redis")]
             Self::Redis => "redis",
+            #[cfg(feature = "redis-cluster")]
+            Self::RedisCluster => "redis-cluster",
             #[cfg(feature = "postgres")]
             Self::Postgres => "postgres",
             #[cfg(feature = "mysql")]
@@ -72,6 +80,11 @@ impl Backend {
             Self::Memory => Some("memory://".to_owned()),
             #[cfg(feature = "redis")]
             Self::Redis => support::redis_url().await,
+            #[cfg(feature = "redis-cluster")]
+            Self::RedisCluster => {
+                let node = support::redis_cluster_url().await?;
+                Some(format!("redis-cluster://{}", support::authority(&node)?))
+            }
             #[cfg(feature = "postgres")]
             Self::Postgres => support::postgres_url().await,
             #[cfg(feature = "mysql")]
@@ -112,6 +125,30 @@ impl Backend {
             Self::Memory => return Ok(Arc::new(DownStore)),
             #[cfg(feature = "sqlite")]
             Self::Sqlite => return Ok(Arc::new(DownStore)),
+            // The client learns every node's address from the cluster: a
+            // proxy in front of each node, each node reached through its own.
+            #[cfg(feature = "redis-cluster")]
+            Self::RedisCluster => {
+                let url = self.url().await.ok_or("cluster not reachable")?;
+                let seed = support::authority(&url).ok_or("URL without host")?;
+                let proxies = support::ClusterProxies::start(&seed).await;
+                let mut builder = webhooks_core::dedup::RedisClusterStore::builder([format!(
+                    "redis://{}",
+                    proxies.seed()
+                )]);
+                for (node, proxy) in proxies.routes() {
+                    builder = builder.map_node_address(node, proxy);
+                }
+                let store = builder
+                    .connect()
+                    .await
+                    .map_err(|e| format!("opening the store: {e}"))?;
+                proxies.kill();
+                return Ok(Arc::new(CutOff {
+                    store: Arc::new(store),
+                    _proxy: Box::new(proxies),
+                }));
+            }
             #[allow(unreachable_patterns, reason = "depends on the features")]
             _ => self.url().await.ok_or("server not reachable")?,
         };
@@ -121,7 +158,7 @@ impl Backend {
         proxy.kill();
         Ok(Arc::new(CutOff {
             store,
-            _proxy: proxy,
+            _proxy: Box::new(proxy),
         }))
     }
 }
@@ -132,7 +169,8 @@ impl Backend {
     /// each other's events (the tables are left behind, like the suite's
     /// keys). The in-process backend gets an in-memory SQLite inbox.
     /// `Ok(None)` when the server is missing outside CI, or when no inbox
-    /// engine is compiled in (the in-process backend needs `sqlite`).
+    /// engine is compiled in (the in-process backend needs `sqlite`). The
+    /// Redis Cluster gets a `RedisClusterInbox` (16 partitions).
     ///
     /// # Errors
     ///
@@ -179,6 +217,20 @@ impl Backend {
             Self::Postgres => sql_inbox!(webhooks_core::inbox::PostgresInbox),
             #[cfg(feature = "mysql")]
             Self::Mysql => sql_inbox!(webhooks_core::inbox::MySqlInbox),
+            // The cluster inbox, partitioned (16 by default) under its own
+            // prefix, through `inbox_from_url` as an application opens it.
+            #[cfg(feature = "redis-cluster")]
+            Self::RedisCluster => {
+                let Some(url) = self.url().await else {
+                    return Ok(None);
+                };
+                let inbox = webhooks_core::inbox::inbox_from_url(&format!(
+                    "{url}?prefix={name}:&retention=off"
+                ))
+                .await
+                .map_err(|e| error(&e))?;
+                Ok(Some(inbox))
+            }
             #[cfg(feature = "redis")]
             Self::Redis => {
                 let Some(url) = self.url().await else {
@@ -218,7 +270,8 @@ async fn migrate_once(backend: Backend, url: &str) -> Result<(), String> {
 /// A real store whose connection to the server was cut.
 struct CutOff {
     store: Arc<dyn DedupStore>,
-    _proxy: support::FaultProxy,
+    /// The proxy (or proxies) cut: kept until the store is dropped.
+    _proxy: Box<dyn std::any::Any + Send + Sync>,
 }
 
 #[async_trait::async_trait]

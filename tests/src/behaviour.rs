@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use webhooks_core::Verified;
 
+/// The message of the `panic-once` handler's panic: the scenarios that cause
+/// it keep it quiet with `webhooks_core::testing::expect_panics`.
+pub const PANIC_ON_PURPOSE: &str = "handler panicked on purpose";
+
 /// The header a scenario uses to choose what the handler does.
 pub const MODE_HEADER: &str = "x-test-mode";
 /// The header a scenario sets to check the verified event type.
@@ -68,7 +72,7 @@ impl Behaviour {
                 500
             }
             "fail-once" if run == 1 => 500,
-            "panic-once" if run == 1 => panic!("handler panicked on purpose"),
+            "panic-once" if run == 1 => panic!("{PANIC_ON_PURPOSE}"),
             _ => 204,
         }
     }

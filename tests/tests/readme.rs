@@ -1,8 +1,8 @@
-//! README snippets that rustdoc cannot run as written: tests (`#[cfg(test)]`
-//! modules are not compiled in doc tests) and code that needs a feature.
-//! Each file under `readme/` is a README code block, verbatim: compiled and
-//! run here, and `readme_blocks_are_these_files` fails when a README drifts
-//! from them.
+//! README and `docs/` snippets that rustdoc cannot run as written: tests
+//! (`#[cfg(test)]` modules are not compiled in doc tests) and code that needs
+//! a feature. Each file under `readme/` is a code block of a README or of a
+//! `docs/*.md` file, verbatim: compiled and run here, and
+//! `readme_blocks_are_these_files` fails when the Markdown drifts from them.
 
 /// The workspace README's first screen: step 3 (the app) and step 4 (its test).
 mod first_screen {
@@ -10,12 +10,12 @@ mod first_screen {
     include!("readme/step4_test.rs");
 }
 
-/// The workspace README's actix-web handler test.
+/// `docs/testing.md`: the actix-web handler test.
 mod actix_test {
     include!("readme/actix_test.rs");
 }
 
-/// The workspace README's transactional worker (feature `postgres`; compiled only).
+/// `docs/inbox.md`: the transactional worker (feature `postgres`; compiled only).
 #[cfg(feature = "postgres")]
 #[allow(dead_code)]
 mod transactional {
@@ -39,6 +39,8 @@ fn readme_blocks_are_these_files() {
     let workspace = include_str!("../../README.md");
     let tower = include_str!("../../tower-webhooks/README.md");
     let actix = include_str!("../../actix-webhooks/README.md");
+    let testing = include_str!("../../docs/testing.md");
+    let inbox = include_str!("../../docs/inbox.md");
     for (readme, name, block) in [
         (
             workspace,
@@ -51,12 +53,12 @@ fn readme_blocks_are_these_files() {
             include_str!("readme/step4_test.rs"),
         ),
         (
-            workspace,
+            testing,
             "actix_test.rs",
             include_str!("readme/actix_test.rs"),
         ),
         (
-            workspace,
+            inbox,
             "transactional.rs",
             include_str!("readme/transactional.rs"),
         ),
@@ -71,7 +73,7 @@ fn readme_blocks_are_these_files() {
         let fenced = format!("\n{block}```\n");
         assert!(
             readme.contains(&fenced),
-            "no README code block is equal to tests/tests/readme/{name}"
+            "no code block of its README or docs/*.md file is equal to tests/tests/readme/{name}"
         );
     }
 }

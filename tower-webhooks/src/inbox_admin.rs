@@ -5,42 +5,102 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum_core::body::Body;
+use http::request::Parts;
 use http::{HeaderValue, Request, Response, header};
 use tower_service::Service;
-use webhooks_core::inbox::{Inbox, admin};
+use webhooks_core::inbox::Inbox;
+use webhooks_core::inbox::admin::{self, Access, AdminConfig, AdminRequest};
+
+type Authorize = dyn Fn(&Parts) -> Access + Send + Sync;
 
 /// The inbox's dead-letter admin API (list, inspect, replay, discard, stats,
-/// purge — see [`webhooks_core::inbox::admin`]) as a tower service answering
-/// JSON. Mount it with `nest_service`, **behind your own authentication**:
+/// purge, pause and resume processing — see [`core::inbox::admin`](crate::core::inbox::admin)) as a
+/// tower service answering JSON. Mount it with `nest_service`, **behind
+/// your own authentication**, or give it an [`authorize`](Self::authorize)
+/// hook (the console's): read-only users may only `GET`.
+/// State-changing requests (`POST`, `DELETE`) must carry
+/// `Content-Type: application/json`, and those a browser marks as
+/// cross-site are refused.
 ///
 /// ```no_run
-/// # async fn run(inbox: std::sync::Arc<dyn webhooks_core::inbox::Inbox>) {
+/// # async fn run(inbox: std::sync::Arc<dyn tower_webhooks::core::inbox::Inbox>) {
 /// use axum::Router;
 /// use tower_webhooks::InboxAdmin;
+/// use tower_webhooks::core::inbox::admin::Access;
 ///
-/// let admin: Router = Router::new()
-///     .nest_service("/admin/inbox", InboxAdmin::new(inbox));
-///     // .layer(your_auth_layer)
+/// #[derive(Clone)]
+/// struct User { name: String, admin: bool } // put there by your auth layer
+///
+/// let admin: Router = Router::new().nest_service(
+///     "/admin/inbox",
+///     InboxAdmin::new(inbox).authorize(|request| match request.extensions.get::<User>() {
+///         Some(user) if user.admin => Access::Admin(user.name.clone()),
+///         Some(user) => Access::ReadOnly(user.name.clone()),
+///         None => Access::Deny,
+///     }),
+/// );
 /// # }
 /// ```
 #[derive(Clone)]
 pub struct InboxAdmin {
     inbox: Arc<dyn Inbox>,
+    config: AdminConfig,
+    authorize: Option<Arc<Authorize>>,
 }
 
 impl std::fmt::Debug for InboxAdmin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InboxAdmin").finish_non_exhaustive()
+        f.debug_struct("InboxAdmin")
+            .field("config", &self.config)
+            .field("authorize", &self.authorize.is_some())
+            .finish_non_exhaustive()
     }
 }
 
 impl InboxAdmin {
-    /// The admin API of `inbox`.
+    /// The admin API of `inbox`, with core's defaults and no `authorize`
+    /// hook (every request served: mount it behind your authentication).
     #[must_use]
     pub fn new(inbox: Arc<dyn Inbox>) -> Self {
-        Self { inbox }
+        Self::from_core(inbox, AdminConfig::default())
+    }
+
+    /// The admin API of `inbox`, configured in core.
+    #[must_use]
+    pub fn from_core(inbox: Arc<dyn Inbox>, config: AdminConfig) -> Self {
+        Self {
+            inbox,
+            config,
+            authorize: None,
+        }
+    }
+
+    /// The smallest `older_than` a purge accepts without `force=true`
+    /// (default: the inbox's default retention, 7 days); see
+    /// [`AdminConfig::min_purge_age`].
+    #[must_use]
+    pub fn min_purge_age(mut self, age: Duration) -> Self {
+        self.config = self.config.min_purge_age(age);
+        self
+    }
+
+    /// Accepts state-changing requests whose `Origin` is exactly `origin`,
+    /// besides the request's own host; see [`AdminConfig::allow_origin`].
+    #[must_use]
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.config = self.config.allow_origin(origin);
+        self
+    }
+
+    /// Decides, for each request, whether it is an admin's (may do
+    /// everything), a read-only user's (`GET`s only) or denied (`403`).
+    #[must_use]
+    pub fn authorize(mut self, decide: impl Fn(&Parts) -> Access + Send + Sync + 'static) -> Self {
+        self.authorize = Some(Arc::new(decide));
+        self
     }
 }
 
@@ -54,10 +114,16 @@ impl<B: Send + 'static> Service<Request<B>> for InboxAdmin {
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let inbox = Arc::clone(&self.inbox);
+        let this = self.clone();
+        // The body is never read: the parameters are in the path and query.
+        let (parts, _body) = request.into_parts();
         Box::pin(async move {
-            let uri = request.uri();
-            let answer = admin::handle(&*inbox, request.method(), uri.path(), uri.query()).await;
+            let access = this.authorize.as_ref().map(|decide| decide(&parts));
+            let uri = &parts.uri;
+            let host = uri.authority().map(http::uri::Authority::as_str);
+            let request = AdminRequest::new(&parts.method, uri.path(), uri.query(), &parts.headers)
+                .host(host);
+            let answer = admin::handle(&*this.inbox, &this.config, access, request).await;
             let mut response = Response::new(Body::from(answer.body_bytes()));
             *response.status_mut() = answer.status;
             if !answer.body.is_null() {

@@ -27,10 +27,10 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 ///
 /// ```
 /// use tower_webhooks::WebhookLayer;
-/// use webhooks_core::{Receiver, scheme::StandardWebhooks};
+/// use tower_webhooks::core::{Receiver, scheme::StandardWebhooks};
 /// use std::time::Duration;
 ///
-/// # fn main() -> Result<(), webhooks_core::ConfigError> {
+/// # fn main() -> Result<(), tower_webhooks::core::ConfigError> {
 /// let verifier = StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?;
 /// // Defaults: 1 MiB limit, in-process dedup.
 /// let layer = WebhookLayer::new(verifier.clone());

@@ -8,7 +8,7 @@
 //! ```
 //! use axum::{Router, http::StatusCode, routing::{get, post}};
 //! use tower_webhooks::{VerifiedWebhook, WebhookLayer};
-//! use webhooks_core::scheme::StandardWebhooks;
+//! use tower_webhooks::core::scheme::StandardWebhooks;
 //!
 //! #[derive(serde::Deserialize)]
 //! struct EmailEvent {
@@ -20,7 +20,7 @@
 //!     StatusCode::NO_CONTENT
 //! }
 //!
-//! # fn main() -> Result<(), webhooks_core::ConfigError> {
+//! # fn main() -> Result<(), tower_webhooks::core::ConfigError> {
 //! let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 //! let webhooks = WebhookLayer::new(StandardWebhooks::new(secret)?); // in-process dedup by default
 //! let app: Router = Router::new()
@@ -37,22 +37,28 @@
 //! requests for handler tests; [`WebhookEvent`] dispatches on the event type.
 //!
 //! All decisions (statuses, `Retry-After`, the duplicate marker, when a claim
-//! is completed or released) are made by [`webhooks_core::Receiver`]; this crate
+//! is completed or released) are made by [`Receiver`]; this crate
 //! only reads the body and translates requests and responses. Configure the
-//! pipeline with [`Receiver::builder`](webhooks_core::Receiver::builder) and
+//! pipeline with [`Receiver::builder`](crate::Receiver::builder) and
 //! pass it to [`WebhookLayer::from_receiver`].
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "console")]
+mod console;
 mod extract;
 #[cfg(feature = "inbox-admin")]
 mod inbox_admin;
+mod inbox_route;
 mod layer;
 pub mod testing;
 
+#[cfg(feature = "console")]
+pub use console::Console;
 pub use extract::{ExtractRejection, RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
 #[cfg(feature = "inbox-admin")]
 pub use inbox_admin::InboxAdmin;
+pub use inbox_route::InboxRoute;
 pub use layer::{ResponseFuture, Webhook, WebhookLayer};
 pub use webhooks_core::event::Event;
-pub use webhooks_core::{self as core, Delivery, Receiver, Rejection, Verified};
+pub use webhooks_core::{self as core, ConfigError, Delivery, Receiver, Rejection, Verified};

@@ -6,7 +6,7 @@
 //! use axum::{Router, http::StatusCode, routing::post};
 //! use tower::ServiceExt as _; // for `oneshot`
 //! use tower_webhooks::{VerifiedWebhook, WebhookLayer, testing::signed_request};
-//! use webhooks_core::scheme::StandardWebhooks;
+//! use tower_webhooks::core::scheme::StandardWebhooks;
 //!
 //! #[derive(serde::Deserialize)]
 //! struct EmailEvent {

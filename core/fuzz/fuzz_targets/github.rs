@@ -91,6 +91,10 @@ fuzz_target!(|input: Input| {
     }
 
     let verifier = if input.allow_sha1 { &*WITH_SHA1 } else { &*SHA256_ONLY };
+    if let Err(early) = verifier.check_headers(&h, common::clock(0)) {
+        let late = verifier.verify(&h, &input.body, common::clock(0));
+        assert_eq!(late.err(), Some(early), "refused before the body only");
+    }
     match verifier.verify(&h, &input.body, common::clock(0)) {
         Ok(_) => {
             let by_sha256 = h

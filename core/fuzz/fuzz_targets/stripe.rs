@@ -99,6 +99,10 @@ fuzz_target!(|input: Input| {
     }
 
     let now = common::clock(input.skew);
+    if let Err(early) = VERIFIER.check_headers(&h, now) {
+        let late = VERIFIER.verify(&h, &input.body, now);
+        assert_eq!(late.err(), Some(early), "refused before the body only");
+    }
     match VERIFIER.verify(&h, &input.body, now) {
         Ok(verified) => {
             let t = verified.timestamp.expect("Stripe reports the signed timestamp");

@@ -5,7 +5,9 @@ use std::fmt;
 use std::hash::BuildHasher as _;
 
 use foldhash::quality::RandomState;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use hashbrown::HashTable;
 use std::time::{Duration, Instant};
@@ -418,6 +420,52 @@ impl MemoryStore {
     }
 }
 
+/// Where a receiver is built: the namespace, the place in the source and the
+/// sharing group.
+type Site = (String, &'static Location<'static>, u64);
+
+/// The in-process default store of each receiver site, while a receiver holds it.
+static PROCESS_DEFAULTS: Mutex<Option<HashMap<Site, Weak<Inner>>>> = Mutex::new(None);
+
+impl MemoryStore {
+    /// The store the receivers of this process built without a store of
+    /// their own share when they are built at the same `site` in the source
+    /// with the same `namespace` and `group`
+    /// (`ReceiverBuilder::share_default_store`): the same `MemoryStore` while
+    /// one of them lives, a new one after.
+    ///
+    /// actix-web builds the app once per worker thread
+    /// (`HttpServer::new(|| App::new().wrap(Webhooks::new(v)))`): with a store
+    /// per receiver, two retries of one delivery reaching two workers would
+    /// both run. Receivers built at two places (two routes) or in two groups
+    /// (two servers, two tests) keep apart.
+    pub(crate) fn process_default(
+        namespace: &str,
+        site: &'static Location<'static>,
+        group: u64,
+    ) -> Self {
+        let mut guard = PROCESS_DEFAULTS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let defaults = guard.get_or_insert_with(HashMap::new);
+        let key = (namespace.to_owned(), site, group);
+        if let Some(inner) = defaults.get(&key).and_then(Weak::upgrade) {
+            return Self { inner };
+        }
+        // Forget the namespaces whose receivers are all gone.
+        defaults.retain(|_, store| store.strong_count() > 0);
+        let store = Self::new();
+        defaults.insert(key, Arc::downgrade(&store.inner));
+        store
+    }
+
+    /// Whether `self` and `other` are the same store (clones of one another).
+    #[cfg(test)]
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     // Nothing panics while a shard is locked, but a poisoned lock still
     // holds consistent data: keep going.
@@ -542,5 +590,30 @@ impl DedupStore for MemoryStore {
         lease: Duration,
     ) -> Result<Transition, StoreError> {
         Ok(self.token_update(key, token, |now| Some(in_flight(token, lease, now))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_default_is_shared_per_namespace_and_site_while_held() {
+        let site = Location::caller();
+        let a = MemoryStore::process_default("memory-test-shared", site, 1);
+        let b = MemoryStore::process_default("memory-test-shared", site, 1);
+        let other = MemoryStore::process_default("memory-test-other", site, 1);
+        let elsewhere = MemoryStore::process_default("memory-test-shared", Location::caller(), 1);
+        let other_group = MemoryStore::process_default("memory-test-shared", site, 2);
+        assert!(a.same_as(&b));
+        assert!(!a.same_as(&other));
+        assert!(!a.same_as(&elsewhere));
+        assert!(!a.same_as(&other_group));
+        let probe = Arc::downgrade(&a.inner);
+        drop((a, b, other_group));
+        // Nobody holds it: the next receiver gets a new store.
+        assert!(probe.upgrade().is_none());
+        let c = MemoryStore::process_default("memory-test-shared", site, 1);
+        assert_eq!(c.len(), 0);
     }
 }

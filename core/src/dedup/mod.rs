@@ -30,6 +30,7 @@
 //! |---|---|---|
 //! | [`MemoryStore`] (sharded hash map) | `memory` (default) | one process |
 //! | `RedisStore` (redis-rs, `SET NX PX` + Lua) | `redis` | every instance sharing the Redis server |
+//! | `RedisClusterStore` (redis-rs' cluster client, the same Lua) | `redis-cluster` | every instance sharing the Redis Cluster |
 //! | `PostgresStore` (sqlx, `INSERT … ON CONFLICT … RETURNING`) | `postgres` | every instance sharing the table |
 //! | `MySqlStore` (sqlx, `INSERT … ON DUPLICATE KEY UPDATE` + locking read) | `mysql` | every instance sharing the table (MySQL or MariaDB) |
 //! | `SqliteStore` (sqlx, WAL, `INSERT … ON CONFLICT … RETURNING`) | `sqlite` | the processes of one host sharing the file |
@@ -57,6 +58,10 @@
 //! assert_eq!(store.claim("msg_1", second, lease).await.unwrap(), Claim::Completed);
 //! # }
 //! ```
+#![cfg_attr(
+    not(feature = "memory"),
+    doc = "\n\n[`MemoryStore`]: https://docs.rs/webhooks-core/latest/webhooks_core/dedup/struct.MemoryStore.html"
+)]
 
 use std::fmt;
 use std::time::Duration;
@@ -69,12 +74,16 @@ pub use memory::{DEFAULT_CAPACITY as DEFAULT_MEMORY_CAPACITY, MemoryStore};
 
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis-cluster")]
+pub(crate) mod redis_cluster;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub mod sql;
 mod url;
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};
+#[cfg(feature = "redis-cluster")]
+pub use self::redis_cluster::{RedisClusterStore, RedisClusterStoreBuilder};
 #[cfg(feature = "mysql")]
 pub use sql::{MySqlStore, MySqlStoreBuilder};
 #[cfg(feature = "postgres")]
@@ -102,25 +111,27 @@ impl ClaimToken {
     /// A fresh token, unique among the tokens this thread makes and
     /// unpredictable-looking across all 128 bits.
     ///
-    /// Each thread seeds itself once from the operating system's generator,
-    /// then runs a counter through a bijective mixer (the SplitMix64
-    /// finalizer, <https://prng.di.unimi.it/splitmix64.c>), so a claim costs
-    /// no system call. Two threads' or processes' tokens collide only if
-    /// their 192 random seed bits line up; tokens only tell one attempt from
-    /// another and are no secret.
+    /// Each thread seeds itself from the operating system's generator, then
+    /// runs a counter through a bijective mixer (the SplitMix64 finalizer,
+    /// <https://prng.di.unimi.it/splitmix64.c>). Two threads' or processes'
+    /// tokens collide only if their 192 random seed bits line up; tokens
+    /// only tell one attempt from another and are no secret.
+    ///
+    /// A thread reseeds when the process id changes: after `fork()`, parent
+    /// and child would otherwise go on from the same copied state and emit
+    /// the same tokens (two holders of one lease). The check costs one
+    /// `getpid` per token.
     #[must_use]
     pub fn random() -> Self {
         use std::cell::Cell;
         thread_local! {
-            static NEXT: Cell<Option<[u64; 3]>> = const { Cell::new(None) };
+            static NEXT: Cell<Option<TokenState>> = const { Cell::new(None) };
         }
         NEXT.with(|next| {
-            let [k_hi, k_lo, n] = next.get().unwrap_or_else(token_seed);
-            next.set(Some([k_hi, k_lo, n.wrapping_add(1)]));
-            // Both halves are bijections of the counter: distinct per call.
-            let hi = splitmix64_mix(n ^ k_hi);
-            let lo = splitmix64_mix(n.wrapping_add(k_lo));
-            Self([hi, lo])
+            let mut state = next.get();
+            let token = next_token(&mut state, std::process::id(), token_seed);
+            next.set(state);
+            token
         })
     }
 
@@ -168,6 +179,36 @@ impl fmt::Debug for ClaimToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ClaimToken({:08x}…)", (self.0[0] >> 32) as u32)
     }
+}
+
+/// A thread's token generator: the process id it was seeded in, and its
+/// keys and counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TokenState {
+    pid: u32,
+    keys_and_counter: [u64; 3],
+}
+
+/// The next token of `state`, seeded (with `seed`) when there is none yet or
+/// when it was seeded in another process than `pid` (a forked child).
+fn next_token(
+    state: &mut Option<TokenState>,
+    pid: u32,
+    seed: impl FnOnce() -> [u64; 3],
+) -> ClaimToken {
+    let current = match *state {
+        Some(s) if s.pid == pid => s.keys_and_counter,
+        _ => seed(),
+    };
+    let [k_hi, k_lo, n] = current;
+    *state = Some(TokenState {
+        pid,
+        keys_and_counter: [k_hi, k_lo, n.wrapping_add(1)],
+    });
+    // Both halves are bijections of the counter: distinct per call.
+    let hi = splitmix64_mix(n ^ k_hi);
+    let lo = splitmix64_mix(n.wrapping_add(k_lo));
+    ClaimToken([hi, lo])
 }
 
 /// A thread's token keys and counter start, from the operating system's
@@ -359,6 +400,10 @@ pub trait DedupStore: Send + Sync + 'static {
     /// let answer = store.claim_ready("ns:stripe:evt_1", ClaimToken::random(), Duration::from_secs(30));
     /// assert!(matches!(answer, Some(Ok(Claim::Claimed))));
     /// ```
+    #[cfg_attr(
+        not(feature = "memory"),
+        doc = "\n\n[`MemoryStore`]: https://docs.rs/webhooks-core/latest/webhooks_core/dedup/struct.MemoryStore.html"
+    )]
     fn claim_ready(
         &self,
         key: &str,
@@ -452,5 +497,27 @@ mod tests {
         assert_eq!(prefixes.len(), tokens.len());
         let other = std::thread::spawn(ClaimToken::random).join().unwrap();
         assert!(!tokens.contains(&other));
+    }
+
+    /// Issue 25, item 7: `fork()` copies the generator's state; the child,
+    /// seeing another process id, reseeds instead of repeating the parent's
+    /// tokens. (`tests/claim_token_fork.rs` forks for real.)
+    #[test]
+    fn a_copied_state_reseeds_under_another_pid() {
+        let seed = |k: u64| move || [k, k.wrapping_mul(31), k ^ 7];
+        let mut parent = None;
+        next_token(&mut parent, 100, seed(1));
+        // What fork copies: without a pid change both go on alike.
+        let mut same_pid = parent;
+        assert_eq!(
+            next_token(&mut same_pid, 100, seed(2)),
+            next_token(&mut parent.clone(), 100, seed(3))
+        );
+        let mut child = parent;
+        let from_parent = next_token(&mut parent, 100, seed(4));
+        let from_child = next_token(&mut child, 101, seed(5));
+        assert_ne!(from_parent, from_child);
+        assert_eq!(child.map(|s| s.pid), Some(101));
+        assert_eq!(from_child, next_token(&mut None, 101, seed(5)));
     }
 }

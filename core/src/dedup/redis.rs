@@ -92,7 +92,8 @@ return 0
 /// once completed its value is `done` and it lives for the retention. Every
 /// operation is one Lua script on that one key (atomic, and Redis Cluster
 /// safe: no operation touches two keys, though this store itself talks to
-/// one server, a primary or a cluster-aware proxy):
+/// one server, a primary or a cluster-aware proxy; `RedisClusterStore`, with
+/// the `redis-cluster` feature, runs these scripts on a Redis Cluster):
 ///
 /// - claim: reads the key; `done` is completed, a live deadline is in flight
 ///   (with the time left); a missing key or a passed deadline is claimed:
@@ -150,15 +151,16 @@ pub struct RedisStore {
     scripts: Arc<Scripts>,
 }
 
-struct Scripts {
-    claim: Script,
-    complete: Script,
-    release: Script,
-    extend: Script,
+/// The four scripts, shared with the cluster store.
+pub(super) struct Scripts {
+    pub(super) claim: Script,
+    pub(super) complete: Script,
+    pub(super) release: Script,
+    pub(super) extend: Script,
 }
 
 impl Scripts {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
         Self {
             claim: script(CLAIM),
@@ -226,27 +228,43 @@ impl RedisStoreBuilder {
     /// # Errors
     ///
     /// [`OpenError::Config`] for a URL redis-rs does not accept (`rediss://`
-    /// needs one of redis-rs' TLS features, which webhooks-core does not turn
-    /// on), [`OpenError::Store`] when the server cannot be reached in time.
+    /// needs the `redis-tls` feature) or a `rediss://` URL whose server
+    /// answers plain Redis, [`OpenError::Store`] when the server cannot be
+    /// reached in time.
     pub async fn connect(self) -> Result<RedisStore, OpenError> {
+        #[cfg(feature = "redis-tls")]
+        crate::tls::use_ring();
         let client = redis::Client::open(self.url.as_str()).map_err(|_| ConfigError::Invalid {
             what: "redis URL",
             reason: "not a URL redis-rs accepts (redis://[user:password@]host[:port][/db]; \
-                     rediss:// needs redis-rs' TLS features)",
+                     rediss:// needs the `redis-tls` feature of the crate you depend on: \
+                     tower-webhooks, actix-webhooks or webhooks-core)",
         })?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.command_timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(200));
+        #[cfg(feature = "redis-tls")]
+        let probe = client.clone();
         let connection = match tokio::time::timeout(
             self.connect_timeout,
             ConnectionManager::new_with_config(client, config),
         )
         .await
         {
-            Ok(connection) => connection.map_err(store_error)?,
-            Err(_) => return Err(StoreError::Timeout.into()),
+            Ok(Ok(connection)) => connection,
+            failed => {
+                #[cfg(feature = "redis-tls")]
+                if crate::tls::answers_plain_redis(&probe).await {
+                    return Err(crate::tls::PLAIN_REDIS.into());
+                }
+                return Err(match failed {
+                    Ok(Err(error)) => store_error(error),
+                    _ => StoreError::Timeout,
+                }
+                .into());
+            }
         };
         let store = RedisStore::new(connection)
             .with_key_prefix(&self.prefix)
@@ -352,32 +370,6 @@ impl RedisStore {
         }
     }
 
-    /// `EVALSHA` of `script` on the prefixed `key` with the token and
-    /// `millis`, built in one buffer: the prefixed key is formatted into it,
-    /// the token written as hex from the stack (no per-argument allocation,
-    /// as `Script::prepare_invoke` makes).
-    fn eval_cmd(
-        &self,
-        script: &Script,
-        key: &str,
-        token: ClaimToken,
-        millis: &[u64],
-    ) -> redis::Cmd {
-        let mut cmd = redis::Cmd::with_capacity(
-            5 + millis.len(),
-            7 + 40 + 1 + self.prefix.len() + key.len() + 32 + 20 * millis.len() + 8,
-        );
-        cmd.arg("EVALSHA")
-            .arg(script.get_hash())
-            .arg(1)
-            .arg(PrefixedKey(&self.prefix, key))
-            .arg(&token.hex_digits()[..]);
-        for millis in millis {
-            cmd.arg(*millis);
-        }
-        cmd
-    }
-
     async fn run<T: redis::FromRedisValue>(
         &self,
         script: &Script,
@@ -385,26 +377,9 @@ impl RedisStore {
         token: ClaimToken,
         millis: &[u64],
     ) -> Result<T, StoreError> {
-        let cmd = self.eval_cmd(script, key, token, millis);
+        let cmd = eval_cmd(script, &self.prefix, key, token, millis);
         let mut connection = self.connection.clone();
-        let invoke = async {
-            match cmd.query_async(&mut connection).await {
-                // A server that lost its scripts (restarted, `SCRIPT FLUSH`):
-                // load it and run it again, as `Script::invoke_async` does.
-                Err(error)
-                    if error.kind()
-                        == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    script.load_async(&mut connection).await?;
-                    cmd.query_async(&mut connection).await
-                }
-                result => result,
-            }
-        };
-        match tokio::time::timeout(self.command_timeout, invoke).await {
-            Ok(result) => result.map_err(store_error),
-            Err(_) => Err(StoreError::Timeout),
-        }
+        run_script(&mut connection, script, &cmd, self.command_timeout).await
     }
 
     async fn token_script(
@@ -414,16 +389,96 @@ impl RedisStore {
         token: ClaimToken,
         millis: &[u64],
     ) -> Result<Transition, StoreError> {
-        Ok(match self.run::<i64>(script, key, token, millis).await? {
-            1 => Transition::Applied,
-            _ => Transition::Stale,
-        })
+        Ok(transition(self.run(script, key, token, millis).await?))
+    }
+}
+
+/// `EVALSHA` of `script` on the prefixed `key` with the token and `millis`,
+/// built in one buffer: the prefixed key is formatted into it, the token
+/// written as hex from the stack (no per-argument allocation, as
+/// `Script::prepare_invoke` makes).
+pub(super) fn eval_cmd(
+    script: &Script,
+    prefix: &str,
+    key: &str,
+    token: ClaimToken,
+    millis: &[u64],
+) -> redis::Cmd {
+    let mut cmd = redis::Cmd::with_capacity(
+        5 + millis.len(),
+        7 + 40 + 1 + prefix.len() + key.len() + 32 + 20 * millis.len() + 8,
+    );
+    cmd.arg("EVALSHA")
+        .arg(script.get_hash())
+        .arg(1)
+        .arg(PrefixedKey(prefix, key))
+        .arg(&token.hex_digits()[..]);
+    for millis in millis {
+        cmd.arg(*millis);
+    }
+    cmd
+}
+
+/// Runs `cmd` (`script`'s `EVALSHA`) on `connection` within `timeout`; a
+/// server that lost its scripts (restarted, `SCRIPT FLUSH`, a replica just
+/// promoted) gets `script` loaded and runs it again, as
+/// `Script::invoke_async` does.
+pub(super) async fn run_script<C, T>(
+    connection: &mut C,
+    script: &Script,
+    cmd: &redis::Cmd,
+    timeout: Duration,
+) -> Result<T, StoreError>
+where
+    C: redis::aio::ConnectionLike + Send,
+    T: redis::FromRedisValue,
+{
+    let invoke = async {
+        match cmd.query_async(connection).await {
+            Err(error)
+                if error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                script.load_async(connection).await?;
+                cmd.query_async(connection).await
+            }
+            result => result,
+        }
+    };
+    match tokio::time::timeout(timeout, invoke).await {
+        Ok(result) => result.map_err(store_error),
+        Err(_) => Err(StoreError::Timeout),
+    }
+}
+
+/// The claim script's answer `(code, ms)` as a [`Claim`].
+pub(super) fn claim_answer((code, ttl): (i64, i64)) -> Result<Claim, StoreError> {
+    Ok(match code {
+        1 => Claim::Claimed,
+        2 => Claim::Completed,
+        3 => Claim::InFlight {
+            // From a bare-token key's PTTL: -1 (no expiry: a key not
+            // written by this store) or -2 (gone): retry soon.
+            retry_after: Duration::from_millis(u64::try_from(ttl).unwrap_or(1_000)),
+        },
+        other => {
+            return Err(StoreError::Protocol(format!(
+                "claim script returned {other}"
+            )));
+        }
+    })
+}
+
+/// A token script's answer (1 applied, else stale) as a [`Transition`].
+pub(super) fn transition(answer: i64) -> Transition {
+    match answer {
+        1 => Transition::Applied,
+        _ => Transition::Stale,
     }
 }
 
 /// A pipeline key after the store's prefix, written into a command as one
 /// argument without building it first.
-struct PrefixedKey<'a>(&'a str, &'a str);
+pub(super) struct PrefixedKey<'a>(&'a str, &'a str);
 
 impl fmt::Display for PrefixedKey<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -443,19 +498,19 @@ impl redis::ToRedisArgs for PrefixedKey<'_> {
 const MAX_SPAN_MS: u64 = 100 * 365 * 86_400_000;
 
 /// Milliseconds for `PX`: at least 1 (0 is an error in Redis), at most 100 years.
-fn millis(d: Duration) -> u64 {
+pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis())
         .unwrap_or(MAX_SPAN_MS)
         .clamp(1, MAX_SPAN_MS)
 }
 
 /// How long a claim's key outlives its lease.
-fn grace() -> u64 {
+pub(super) fn grace() -> u64 {
     millis(super::EXPIRED_CLAIM_GRACE)
 }
 
 /// Maps a redis-rs error into the store's error, keeping it as the source.
-fn store_error(error: RedisError) -> StoreError {
+pub(super) fn store_error(error: RedisError) -> StoreError {
     if error.is_timeout() {
         StoreError::Timeout
     } else {
@@ -471,23 +526,10 @@ impl DedupStore for RedisStore {
         token: ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        let (code, ttl): (i64, i64) = self
+        let answer = self
             .run(&self.scripts.claim, key, token, &[millis(lease), grace()])
             .await?;
-        Ok(match code {
-            1 => Claim::Claimed,
-            2 => Claim::Completed,
-            3 => Claim::InFlight {
-                // From a bare-token key's PTTL: -1 (no expiry: a key not
-                // written by this store) or -2 (gone): retry soon.
-                retry_after: Duration::from_millis(u64::try_from(ttl).unwrap_or(1_000)),
-            },
-            other => {
-                return Err(StoreError::Protocol(format!(
-                    "claim script returned {other}"
-                )));
-            }
-        })
+        claim_answer(answer)
     }
 
     async fn complete(

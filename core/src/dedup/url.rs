@@ -24,9 +24,15 @@ pub enum OpenError {
 /// |---|---|---|---|
 /// | `memory://` | `MemoryStore` | `memory` | — |
 /// | `redis://…`, `rediss://…`, `redis+unix://…`, `unix://…` | `RedisStore` | `redis` | key prefix `dedup:` |
+/// | `redis-cluster://host:port[,host:port…][?node=host:port…]`, `rediss-cluster://…` | `RedisClusterStore` | `redis-cluster` | key prefix `dedup:` |
 /// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` | `migrate()` runs, purge task started |
 /// | `mysql://…`, `mariadb://…` | `MySqlStore` | `mysql` | `migrate()` runs, purge task started |
 /// | `sqlite://path`, `sqlite:path` | `SqliteStore` | `sqlite` | file created, `migrate()` runs, purge task started |
+///
+/// Two parameters of the library's own are taken out of the query (the
+/// others reach the driver): `table` names the SQL table (default
+/// `webhooks_dedup`) and `prefix` the Redis key prefix, so that two stores
+/// can share a database (`postgres://app@db/app?table=orders_dedup`).
 ///
 /// For the SQL backends the table is created if missing: `migrate()` is
 /// idempotent and cheap, so opening by URL is enough to start. (Without the
@@ -70,15 +76,36 @@ pub async fn store_from_url(url: &str) -> Result<Arc<dyn DedupStore>, OpenError>
             what: "dedup store URL",
             reason: "has no scheme (memory://, redis://, postgres://, mysql:// or sqlite://)",
         })?;
+    let options = crate::inbox::url::UrlOptions::take(url, "dedup store URL")?;
+    let redis_scheme = matches!(
+        scheme.as_str(),
+        "redis" | "rediss" | "redis+unix" | "unix" | "redis-cluster" | "rediss-cluster"
+    );
+    let misplaced = match (&options.table, &options.prefix) {
+        (Some(_), _) => redis_scheme || scheme == "memory",
+        (_, Some(_)) => !redis_scheme,
+        _ => false,
+    };
+    if misplaced || options.retention.is_some() || options.partitions.is_some() {
+        return Err(ConfigError::Invalid {
+            what: "dedup store URL",
+            reason: "`table` is for the SQL stores, `prefix` for Redis (the retention is the receiver's, \
+                     `partitions` the cluster inbox's)",
+        }
+        .into());
+    }
+    let (url, table, prefix) = (options.url.as_str(), options.table, options.prefix);
     match scheme.as_str() {
         "memory" => memory(),
-        "redis" | "rediss" | "redis+unix" | "unix" => redis(url).await,
-        "postgres" | "postgresql" => postgres(url).await,
-        "mysql" | "mariadb" => mysql(url).await,
-        "sqlite" => sqlite(url).await,
+        "redis" | "rediss" | "redis+unix" | "unix" => redis(url, prefix).await,
+        "redis-cluster" | "rediss-cluster" => redis_cluster(url, prefix).await,
+        "postgres" | "postgresql" => postgres(url, table).await,
+        "mysql" | "mariadb" => mysql(url, table).await,
+        "sqlite" => sqlite(url, table).await,
         _ => Err(ConfigError::Invalid {
             what: "dedup store URL",
-            reason: "unknown scheme; expected memory, redis, postgres, mysql, mariadb or sqlite",
+            reason: "unknown scheme; expected memory, redis, redis-cluster, postgres, mysql, mariadb \
+                     or sqlite",
         }
         .into()),
     }
@@ -92,64 +119,107 @@ fn memory() -> Result<Arc<dyn DedupStore>, OpenError> {
 #[cfg(not(feature = "memory"))]
 fn memory() -> Result<Arc<dyn DedupStore>, OpenError> {
     Err(feature_off(
-        "memory:// needs webhooks-core's `memory` feature",
+        "memory:// needs the `memory` feature of the crate you depend on (tower-webhooks, actix-webhooks or webhooks-core)",
     ))
 }
 
 #[cfg(feature = "redis")]
-async fn redis(url: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
-    Ok(Arc::new(super::RedisStore::connect(url).await?))
+async fn redis(url: &str, prefix: Option<String>) -> Result<Arc<dyn DedupStore>, OpenError> {
+    let builder = super::RedisStore::builder(url);
+    let builder = match prefix {
+        Some(prefix) => builder.key_prefix(prefix),
+        None => builder,
+    };
+    Ok(Arc::new(builder.connect().await?))
 }
 
 #[cfg(not(feature = "redis"))]
-async fn redis(_: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
+async fn redis(_: &str, _: Option<String>) -> Result<Arc<dyn DedupStore>, OpenError> {
     Err(feature_off(
-        "redis:// needs webhooks-core's `redis` feature",
+        "redis:// needs the `redis` feature of the crate you depend on (tower-webhooks, actix-webhooks or webhooks-core)",
+    ))
+}
+
+#[cfg(feature = "redis-cluster")]
+async fn redis_cluster(
+    url: &str,
+    prefix: Option<String>,
+) -> Result<Arc<dyn DedupStore>, OpenError> {
+    let builder = super::RedisClusterStore::builder_from_url(url)?;
+    let builder = match prefix {
+        Some(prefix) => builder.key_prefix(prefix),
+        None => builder,
+    };
+    Ok(Arc::new(builder.connect().await?))
+}
+
+#[cfg(not(feature = "redis-cluster"))]
+async fn redis_cluster(_: &str, _: Option<String>) -> Result<Arc<dyn DedupStore>, OpenError> {
+    Err(feature_off(
+        "redis-cluster:// needs webhooks-core's `redis-cluster` feature",
     ))
 }
 
 #[cfg(feature = "postgres")]
-async fn postgres(url: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
-    let store = super::PostgresStore::connect(url).await?;
+async fn postgres(url: &str, table: Option<String>) -> Result<Arc<dyn DedupStore>, OpenError> {
+    let builder = super::PostgresStore::builder(url);
+    let store = match table {
+        Some(table) => builder.table(table),
+        None => builder,
+    }
+    .connect()
+    .await?;
     store.migrate().await?;
     let purge = store.spawn_purge(super::sql::URL_PURGE_INTERVAL);
     Ok(Arc::new(super::sql::Purging::new(store, purge)))
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn postgres(_: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
+async fn postgres(_: &str, _: Option<String>) -> Result<Arc<dyn DedupStore>, OpenError> {
     Err(feature_off(
-        "postgres:// needs webhooks-core's `postgres` feature",
+        "postgres:// needs the `postgres` feature of the crate you depend on (tower-webhooks, actix-webhooks or webhooks-core)",
     ))
 }
 
 #[cfg(feature = "mysql")]
-async fn mysql(url: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
-    let store = super::MySqlStore::connect(url).await?;
+async fn mysql(url: &str, table: Option<String>) -> Result<Arc<dyn DedupStore>, OpenError> {
+    let builder = super::MySqlStore::builder(url);
+    let store = match table {
+        Some(table) => builder.table(table),
+        None => builder,
+    }
+    .connect()
+    .await?;
     store.migrate().await?;
     let purge = store.spawn_purge(super::sql::URL_PURGE_INTERVAL);
     Ok(Arc::new(super::sql::Purging::new(store, purge)))
 }
 
 #[cfg(not(feature = "mysql"))]
-async fn mysql(_: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
+async fn mysql(_: &str, _: Option<String>) -> Result<Arc<dyn DedupStore>, OpenError> {
     Err(feature_off(
-        "mysql:// and mariadb:// need webhooks-core's `mysql` feature",
+        "mysql:// and mariadb:// need the `mysql` feature of the crate you depend on (tower-webhooks, actix-webhooks or webhooks-core)",
     ))
 }
 
 #[cfg(feature = "sqlite")]
-async fn sqlite(url: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
-    let store = super::SqliteStore::connect(url).await?;
+async fn sqlite(url: &str, table: Option<String>) -> Result<Arc<dyn DedupStore>, OpenError> {
+    let builder = super::SqliteStore::builder(url);
+    let store = match table {
+        Some(table) => builder.table(table),
+        None => builder,
+    }
+    .connect()
+    .await?;
     store.migrate().await?;
     let purge = store.spawn_purge(super::sql::URL_PURGE_INTERVAL);
     Ok(Arc::new(super::sql::Purging::new(store, purge)))
 }
 
 #[cfg(not(feature = "sqlite"))]
-async fn sqlite(_: &str) -> Result<Arc<dyn DedupStore>, OpenError> {
+async fn sqlite(_: &str, _: Option<String>) -> Result<Arc<dyn DedupStore>, OpenError> {
     Err(feature_off(
-        "sqlite:// needs webhooks-core's `sqlite` feature",
+        "sqlite:// needs the `sqlite` feature of the crate you depend on (tower-webhooks, actix-webhooks or webhooks-core)",
     ))
 }
 
@@ -187,10 +257,67 @@ mod tests {
         assert!(store_from_url("MEMORY://").await.is_ok());
     }
 
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn the_url_names_the_table() {
+        use crate::dedup::{Claim, ClaimToken};
+        let path = std::env::temp_dir().join(format!(
+            "dedup-url-table-{}-{}.db",
+            std::process::id(),
+            ClaimToken::random().to_hex()
+        ));
+        let url = format!("sqlite://{}", path.display());
+        let a = store_from_url(&format!("{url}?table=dedup_a"))
+            .await
+            .unwrap();
+        let b = store_from_url(&format!("{url}?table=dedup_b"))
+            .await
+            .unwrap();
+        let lease = std::time::Duration::from_secs(30);
+        for store in [&a, &b] {
+            let claimed = store.claim("k", ClaimToken::random(), lease).await.unwrap();
+            assert_eq!(claimed, Claim::Claimed, "each table claims on its own");
+        }
+        let again = a.claim("k", ClaimToken::random(), lease).await.unwrap();
+        assert!(matches!(again, Claim::InFlight { .. }));
+        assert!(
+            config_reason(store_from_url(&format!("{url}?prefix=x")).await).contains("`table`")
+        );
+        drop((a, b));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
+    #[cfg(not(feature = "redis-cluster"))]
+    #[tokio::test]
+    async fn the_cluster_scheme_without_its_feature_names_the_feature() {
+        let reason = config_reason(store_from_url("redis-cluster://127.0.0.1:7000").await);
+        assert!(reason.contains("`redis-cluster` feature"), "{reason}");
+    }
+
+    #[cfg(feature = "redis-cluster")]
+    #[tokio::test]
+    async fn a_malformed_cluster_url_is_a_config_error() {
+        let reason = config_reason(store_from_url("redis-cluster://a:7000/3").await);
+        assert!(reason.contains("database 0"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn partitions_are_the_cluster_inbox_s_not_a_store_s() {
+        let reason = config_reason(store_from_url("redis-cluster://a:7000?partitions=4").await);
+        assert!(reason.contains("`partitions`"), "{reason}");
+    }
+
     #[cfg(not(feature = "redis"))]
     #[tokio::test]
     async fn a_scheme_whose_feature_is_off_names_the_feature() {
         let reason = config_reason(store_from_url("redis://127.0.0.1").await);
         assert!(reason.contains("`redis` feature"), "{reason}");
+        // Named for a user of either adapter, which forwards the feature.
+        assert!(
+            reason.contains("tower-webhooks") && reason.contains("actix-webhooks"),
+            "{reason}"
+        );
     }
 }

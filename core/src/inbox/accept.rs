@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, StatusCode};
+use http::{HeaderName, StatusCode};
 
 use super::{Accepted, Inbox, NewEvent};
-use crate::dedup::ClaimToken;
 use crate::{Rejection, Verified};
+use sha2::{Digest as _, Sha256};
 
 /// How the receiver stores deliveries in its inbox.
 #[derive(Clone)]
@@ -16,6 +16,29 @@ pub(crate) struct InboxAccept {
     pub(crate) inbox: Arc<dyn Inbox>,
     pub(crate) status: StatusCode,
     pub(crate) keep_headers: Vec<HeaderName>,
+}
+
+/// The builder's inbox settings, kept until `build` so that they apply
+/// whatever the order of the calls.
+#[derive(Default)]
+pub(crate) struct InboxSettings {
+    pub(crate) status: Option<StatusCode>,
+    pub(crate) keep_headers: Option<Vec<HeaderName>>,
+}
+
+impl InboxSettings {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.status.is_none() && self.keep_headers.is_none()
+    }
+
+    pub(crate) fn apply(&mut self, inbox: &mut InboxAccept) {
+        if let Some(status) = self.status.take() {
+            inbox.status = status;
+        }
+        if let Some(names) = self.keep_headers.take() {
+            inbox.keep_headers = names;
+        }
+    }
 }
 
 impl InboxAccept {
@@ -27,38 +50,54 @@ impl InboxAccept {
         }
     }
 
-    /// Stores the delivery under `key` (a random one when the delivery has no
-    /// id: it cannot be deduplicated) and says what to answer: the configured
-    /// status once stored, a duplicate when already stored, 503 when the
-    /// store cannot answer (nothing was acknowledged).
+    /// Stores the delivery and says what to answer: the configured status
+    /// once stored, a duplicate when already stored, 503 when the store
+    /// cannot answer (nothing was acknowledged).
+    ///
+    /// The key is the dedup key of `id`, or, for a delivery without one, of
+    /// the body's SHA-256 (as [`Identity::Content`](crate::Identity::Content)
+    /// keys it): a sender's retry of the same body is a duplicate. The
+    /// event type is the scheme's, or the body's top-level `"type"` (what
+    /// [`Delivery::event`](crate::Delivery::event) dispatches on).
     pub(crate) async fn store(
         &self,
         namespace: &str,
         id: Option<String>,
-        verified: Verified,
-        headers: &HeaderMap,
+        mut verified: Verified,
+        headers: &dyn crate::HeaderLookup,
         body: Bytes,
         retry_after: Duration,
     ) -> Rejection {
-        let id = id.unwrap_or_else(|| format!("~{}", ClaimToken::random().to_hex()));
-        let key = crate::receiver::store_key(namespace, verified.dedup_key(namespace, &id));
-        let kept = self
-            .keep_headers
-            .iter()
-            .flat_map(|name| {
-                headers.get_all(name).iter().filter_map(move |value| {
-                    value
-                        .to_str()
-                        .ok()
-                        .map(|v| (name.as_str().to_owned(), v.to_owned()))
-                })
-            })
-            .collect();
+        let id = id.unwrap_or_else(|| {
+            format!(
+                "sha256:{}",
+                crate::scheme::encode_hex(&Sha256::digest(&body))
+            )
+        });
+        let event_type = match verified.event_type.take() {
+            Some(event_type) => Some(event_type),
+            // A JSON object's `type` only (an array's first string is no type).
+            None if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') => {
+                crate::event::body_type(&body).ok().flatten()
+            }
+            None => None,
+        };
+        let key_namespace = crate::receiver::key_namespace(namespace, &verified);
+        let key = crate::receiver::store_key(key_namespace, verified.dedup_key(key_namespace, &id));
+        // Read in place: the values that are text, in the order received.
+        let mut kept = Vec::new();
+        for name in &self.keep_headers {
+            headers.for_each_value(name, &mut |value| {
+                if let Some(value) = crate::headers::header_str(value) {
+                    kept.push((name.as_str().to_owned(), value.to_owned()));
+                }
+            });
+        }
         let event = NewEvent {
             key,
             scheme: verified.scheme.to_owned(),
             delivery_id: verified.id,
-            event_type: verified.event_type,
+            event_type,
             matched_key: verified.matched_key.to_string(),
             headers: kept,
             body,

@@ -52,6 +52,7 @@
 //! | [`PostgresInbox`] | `postgres` | `UPDATE … WHERE key IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING` |
 //! | [`MySqlInbox`] | `mysql` | `SELECT … FOR UPDATE SKIP LOCKED` then `UPDATE`, one transaction |
 //! | [`RedisInbox`] | `redis` | a Lua script over a hash per event and sorted sets (see its durability note) |
+//! | [`RedisClusterInbox`] | `redis-cluster` | the same scripts over hash-tagged partitions, one script per partition visited |
 //!
 //! [`inbox_from_url`] picks one at run time.
 //!
@@ -78,6 +79,30 @@
 //! # Ok(()) }
 //! # #[cfg(not(feature = "sqlite"))] fn main() {}
 //! ```
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    doc = "\n\n[`Worker::transactional`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.Worker.html#method.transactional\n[`TransactionalInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/trait.TransactionalInbox.html"
+)]
+#![cfg_attr(
+    not(feature = "postgres"),
+    doc = "\n\n[`PostgresInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.PostgresInbox.html"
+)]
+#![cfg_attr(
+    not(feature = "mysql"),
+    doc = "\n\n[`MySqlInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.MySqlInbox.html"
+)]
+#![cfg_attr(
+    not(feature = "sqlite"),
+    doc = "\n\n[`SqliteInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.SqliteInbox.html"
+)]
+#![cfg_attr(
+    not(feature = "redis"),
+    doc = "\n\n[`RedisInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisInbox.html"
+)]
+#![cfg_attr(
+    not(feature = "redis-cluster"),
+    doc = "\n\n[`RedisClusterInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisClusterInbox.html"
+)]
 
 use std::fmt;
 use std::sync::Arc;
@@ -90,7 +115,9 @@ use crate::ConfigError;
 pub use crate::dedup::{ClaimToken, Transition};
 
 pub(crate) mod accept;
+pub mod activity;
 pub mod admin;
+mod purge;
 pub mod signals;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod sql;
@@ -101,16 +128,25 @@ mod mysql;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis-cluster")]
+mod redis_cluster;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub(crate) mod url;
 mod worker;
 
 #[cfg(feature = "redis")]
-pub use self::redis::{RedisInbox, RedisInboxBuilder};
+pub use self::redis::{
+    DEAD_LETTER_SCAN_BUDGET, DELIVERY_SCAN_BUDGET, RedisInbox, RedisInboxBuilder,
+};
+#[cfg(feature = "redis-cluster")]
+pub use self::redis_cluster::{RedisClusterInbox, RedisClusterInboxBuilder};
+pub use activity::{ACTIVITY_MINUTES, ACTIVITY_RETENTION, Activity, ActivityMinute};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlInbox;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresInbox;
+pub use purge::{DEFAULT_PURGE_INTERVAL, DEFAULT_RETENTION, PurgeTask};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use sql::{DEFAULT_INBOX_TABLE, SqlInboxBuilder};
 #[cfg(feature = "sqlite")]
@@ -120,7 +156,8 @@ pub use sqlite::SqliteInbox;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use sqlx;
 pub use worker::{
-    Backoff, HandlerError, Job, Shutdown, ShutdownSignal, Worker, WorkerBuilder, WorkerReport,
+    Backoff, HandlerError, Job, JobEvent, Shutdown, ShutdownSignal, Worker, WorkerBuilder,
+    WorkerReport,
 };
 
 /// The error kept with an event whose lease expired on its last attempt.
@@ -435,8 +472,259 @@ impl std::str::FromStr for DeadLetterCursor {
 pub struct DeadLetterPage {
     /// The dead letters, bodies left out.
     pub items: Vec<DeadLetter>,
-    /// The cursor of the next page, when this one was full.
+    /// The cursor of the next page: set when this one is full, and on Redis
+    /// also when the listing stopped after examining
+    /// `DEAD_LETTER_SCAN_BUDGET` entries (the page
+    /// may then be short, even empty). Follow it until it is `None`.
     pub next: Option<DeadLetterCursor>,
+}
+
+/// Which deliveries [`Inbox::deliveries`] lists: the state an event is in.
+///
+/// `Due` and `Retrying` split the pending events by their due time: an
+/// event is accepted, replayed or released due now, so a pending event not
+/// yet due is one whose last attempt failed and that waits for its backoff.
+/// A retrying event becomes due when its time comes, without any write:
+/// between two pages it may move from one listing to the other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeliveryState {
+    /// Pending and due now: the next lease may take it.
+    #[default]
+    Due,
+    /// Pending, due later: waiting for the backoff after a failed attempt.
+    Retrying,
+    /// Leased by a worker (its lease may have expired and not yet been
+    /// taken over).
+    InFlight,
+    /// Dead-lettered.
+    Dead,
+    /// Completed, not yet purged.
+    Completed,
+}
+
+impl DeliveryState {
+    /// Every state, in the console's order.
+    pub const ALL: [Self; 5] = [
+        Self::Due,
+        Self::Retrying,
+        Self::InFlight,
+        Self::Dead,
+        Self::Completed,
+    ];
+
+    /// The name the admin API and the console use: `due`, `retrying`,
+    /// `in_flight`, `dead`, `completed`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Due => "due",
+            Self::Retrying => "retrying",
+            Self::InFlight => "in_flight",
+            Self::Dead => "dead",
+            Self::Completed => "completed",
+        }
+    }
+}
+
+impl fmt::Display for DeliveryState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for DeliveryState {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or(ConfigError::Invalid {
+                what: "delivery state",
+                reason: "expected due, retrying, in_flight, dead or completed",
+            })
+    }
+}
+
+/// The order of an [`Inbox::deliveries`] listing, by receipt time (then
+/// key).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeliveryOrder {
+    /// The most recently received first (the console's default).
+    #[default]
+    NewestFirst,
+    /// The oldest first (the dead-letter listing's order).
+    OldestFirst,
+}
+
+impl DeliveryOrder {
+    /// The name the admin API and the console use: `newest` or `oldest`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NewestFirst => "newest",
+            Self::OldestFirst => "oldest",
+        }
+    }
+}
+
+impl std::str::FromStr for DeliveryOrder {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "newest" => Ok(Self::NewestFirst),
+            "oldest" => Ok(Self::OldestFirst),
+            _ => Err(ConfigError::Invalid {
+                what: "delivery order",
+                reason: "expected newest or oldest",
+            }),
+        }
+    }
+}
+
+/// Which deliveries [`Inbox::deliveries`] lists, and in which order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeliveryFilter {
+    /// The state (default [`DeliveryState::Due`]).
+    pub state: DeliveryState,
+    /// The order (default [`DeliveryOrder::NewestFirst`]).
+    pub order: DeliveryOrder,
+    /// Only this scheme.
+    pub scheme: Option<String>,
+    /// Only this event type.
+    pub event_type: Option<String>,
+    /// Only this sender's delivery id.
+    pub delivery_id: Option<String>,
+    /// Only events received at or after this time.
+    pub received_from: Option<SystemTime>,
+    /// Only events received before this time.
+    pub received_until: Option<SystemTime>,
+    /// Continue after this page's [`next`](DeliveryPage::next) cursor: past
+    /// its position in this filter's `order` (older than it when newest
+    /// first, newer when oldest first).
+    pub after: Option<DeliveryCursor>,
+    /// At most this many (default 50, at most 1000).
+    pub limit: Option<u32>,
+}
+
+impl DeliveryFilter {
+    /// A filter for `state`, newest first, without other conditions.
+    #[must_use]
+    pub fn state(state: DeliveryState) -> Self {
+        Self {
+            state,
+            ..Self::default()
+        }
+    }
+
+    /// The page size: `limit`, 50 by default, within 1 to 1000.
+    #[must_use]
+    pub fn page_size(&self) -> u32 {
+        self.limit.unwrap_or(50).clamp(1, 1000)
+    }
+}
+
+/// Where a page of deliveries ended: pass it back as
+/// [`DeliveryFilter::after`] with the same order. It remembers the order it
+/// was made for; its string form (`Display` / `FromStr`,
+/// `<n|o>.<milliseconds>.<key>`) is what the admin API and the console use,
+/// and they refuse a cursor of the other order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryCursor {
+    /// The order of the listing that made it.
+    pub order: DeliveryOrder,
+    /// The last listed (or examined) event's receipt time, epoch milliseconds.
+    pub received_at_ms: i64,
+    /// The last listed (or examined) event's key.
+    pub key: String,
+}
+
+impl fmt::Display for DeliveryCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let order = match self.order {
+            DeliveryOrder::NewestFirst => 'n',
+            DeliveryOrder::OldestFirst => 'o',
+        };
+        write!(f, "{order}.{}.{}", self.received_at_ms, self.key)
+    }
+}
+
+impl std::str::FromStr for DeliveryCursor {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = ConfigError::Invalid {
+            what: "delivery cursor",
+            reason: "expected <n|o>.<milliseconds>.<key>",
+        };
+        let (order, rest) = s.split_once('.').ok_or(invalid.clone())?;
+        let order = match order {
+            "n" => DeliveryOrder::NewestFirst,
+            "o" => DeliveryOrder::OldestFirst,
+            _ => return Err(invalid),
+        };
+        let (ms, key) = rest.split_once('.').ok_or(invalid.clone())?;
+        Ok(Self {
+            order,
+            received_at_ms: ms.parse().map_err(|_| invalid)?,
+            key: key.to_owned(),
+        })
+    }
+}
+
+/// A delivery in any state, as [`Inbox::deliveries`] lists it (without its
+/// body) and [`Inbox::delivery_get`] shows it (with it).
+///
+/// `Debug` shows the body's length, never its content.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Delivery {
+    /// The metadata.
+    pub meta: EventMeta,
+    /// Its state when it was read.
+    pub state: DeliveryState,
+    /// How many attempts started.
+    pub attempts: u32,
+    /// The last failed attempt's error, if any (never the body).
+    pub last_error: Option<String>,
+    /// When a pending event is (or was) due; `None` in other states.
+    pub due_at: Option<SystemTime>,
+    /// When an in-flight event's lease ends; `None` in other states.
+    pub lease_until: Option<SystemTime>,
+    /// The last transition (the completion time of a completed event, the
+    /// dead-letter time of a dead one).
+    pub updated_at: SystemTime,
+    /// The body; empty in [`Inbox::deliveries`] listings.
+    pub body: Bytes,
+}
+
+impl fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivery")
+            .field("meta", &self.meta)
+            .field("state", &self.state)
+            .field("attempts", &self.attempts)
+            .field("last_error", &self.last_error)
+            .field("due_at", &self.due_at)
+            .field("lease_until", &self.lease_until)
+            .field("updated_at", &self.updated_at)
+            .field("body_len", &self.body.len())
+            .finish()
+    }
+}
+
+/// One page of deliveries.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DeliveryPage {
+    /// The deliveries, bodies left out, in the filter's order.
+    pub items: Vec<Delivery>,
+    /// The cursor of the next page: set when this one is full, and on Redis
+    /// also when a scan stopped after examining
+    /// `DELIVERY_SCAN_BUDGET` entries (the page may then be short, even
+    /// empty). Follow it until it is `None`.
+    pub next: Option<DeliveryCursor>,
 }
 
 /// Counts for dashboards and alerts (see [`Inbox::stats`]).
@@ -453,9 +741,18 @@ pub struct InboxStats {
     pub in_flight: u64,
     /// Dead letters.
     pub dead: u64,
-    /// Completed events not yet purged.
+    /// Completed events not yet purged. Redis counts them all; the SQL
+    /// backends count up to [`COMPLETED_COUNT_LIMIT`] (a count at the limit
+    /// means at least that many), so that `stats()` costs the same however
+    /// many completed events the retention keeps.
     pub completed: u64,
+    /// Whether processing is paused ([`Inbox::set_paused`]): no worker
+    /// leases anything until it is resumed.
+    pub paused: bool,
 }
+
+/// The most completed events the SQL backends' [`Inbox::stats`] counts.
+pub const COMPLETED_COUNT_LIMIT: u64 = 100_000;
 
 /// A durable inbox of verified deliveries.
 ///
@@ -477,6 +774,10 @@ pub trait Inbox: Send + Sync + 'static {
     /// expired lease and fewer than `max_attempts` attempts (a takeover).
     /// Leased events whose lease expired on attempt `max_attempts` or later
     /// are dead-lettered first (the worker crashed or stalled on its last try).
+    ///
+    /// While the inbox is [paused](Self::set_paused) it leases nothing (the
+    /// flag is read in the lease's own statement or script, so every worker
+    /// of every process obeys it from its next poll).
     ///
     /// # Errors
     ///
@@ -514,7 +815,8 @@ pub trait Inbox: Send + Sync + 'static {
     /// trip and one commit instead of one each.
     ///
     /// Every backend of this crate does it in one statement (one script on
-    /// Redis): all or nothing. The default loops over [`complete`](Self::complete)
+    /// Redis): all or nothing — on a Redis Cluster, one script per partition
+    /// the entries fall in, each all or nothing. The default loops over [`complete`](Self::complete)
     /// and is not atomic: after an error, entries applied before it answer
     /// [`Transition::Stale`] when retried. An entry never reported
     /// [`Applied`](Transition::Applied) stays leased, and its lease expires.
@@ -569,7 +871,9 @@ pub trait Inbox: Send + Sync + 'static {
         error: &str,
     ) -> Result<Transition, InboxError>;
 
-    /// Lists dead letters (without bodies), oldest receipt first.
+    /// Lists dead letters (without bodies), oldest receipt first. A page
+    /// may hold fewer than the limit and still have a
+    /// [`next`](DeadLetterPage::next) cursor: list until it is `None`.
     ///
     /// # Errors
     ///
@@ -614,6 +918,78 @@ pub trait Inbox: Send + Sync + 'static {
     ///
     /// [`InboxError`] when the store cannot answer.
     async fn stats(&self) -> Result<InboxStats, InboxError>;
+
+    /// Pauses (`true`) or resumes (`false`) processing, for every worker of
+    /// every process using this store; returns whether it changed (pausing
+    /// a paused inbox is a no-op answering `false`).
+    ///
+    /// The flag lives in the inbox's own store: a control table created by
+    /// `migrate()` on SQL (`<table>_control`), the key `<prefix>paused` on
+    /// Redis, `{<prefix>p<n>}:paused` in each partition's slot on a Redis
+    /// Cluster. While paused,
+    /// [`lease`](Self::lease) hands out nothing, so workers stop starting
+    /// attempts from their next poll; attempts already running finish and
+    /// settle normally, and [`accept`](Self::accept) keeps storing
+    /// deliveries (senders still get their `2xx`): a pause stops
+    /// processing, not receiving. Leases that expired on their last attempt
+    /// may still be dead-lettered meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer (on SQL, also when
+    /// `migrate()` never ran on it).
+    async fn set_paused(&self, paused: bool) -> Result<bool, InboxError>;
+
+    /// Whether processing is paused (see [`set_paused`](Self::set_paused)).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn paused(&self) -> Result<bool, InboxError>;
+
+    /// Lists the deliveries in one state (without bodies), in the filter's
+    /// order by receipt time (newest first by default), with its filters
+    /// (scheme, event type, delivery id, received between). A page may hold
+    /// fewer than the limit and still have a
+    /// [`next`](DeliveryPage::next) cursor: list until it is `None`. Every
+    /// event in the state for the whole walk is listed exactly once; one
+    /// that changes state meanwhile may be listed or not.
+    ///
+    /// On SQL one statement reads the `(state, received_at, event_key)`
+    /// index from the cursor, in the listing's direction, until the page is
+    /// full (filters that match few of the state's events read more of it;
+    /// due and retrying events share the pending state and are told apart
+    /// by `due_at`). On Redis each call examines at most
+    /// `DELIVERY_SCAN_BUDGET` receipt-index entries per partition (the
+    /// index holds the events stored since it exists: older ones appear
+    /// under `Dead` only), so a page may be short, even empty, with a
+    /// cursor.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn deliveries(&self, filter: &DeliveryFilter) -> Result<DeliveryPage, InboxError>;
+
+    /// One delivery in any state, with its body; `None` if `key` is not
+    /// stored (never accepted, discarded or purged).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn delivery_get(&self, key: &str) -> Result<Option<Delivery>, InboxError>;
+
+    /// Per-minute accepted, completed and failed counts over the last
+    /// `minutes` minutes (clamped to 1 ..= [`ACTIVITY_MINUTES`]), oldest
+    /// first, ending with the current minute of the store's clock; idle
+    /// minutes are zeros. Counted in the store by every process using it
+    /// (see [the `activity` module](crate::inbox::activity) for what counts and what
+    /// it costs); the cost of reading does not depend on the inbox's size.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer (on SQL, also when
+    /// `migrate()` did not create the activity table).
+    async fn activity(&self, minutes: u32) -> Result<Activity, InboxError>;
 }
 
 /// A SQL inbox whose completion can be recorded in a caller's transaction:
@@ -624,6 +1000,18 @@ pub trait Inbox: Send + Sync + 'static {
 /// with [`begin`](Self::begin), write, call [`complete_in`](Self::complete_in)
 /// with the lease's token, and commit only if it was
 /// [`Applied`](Transition::Applied).
+#[cfg_attr(
+    not(feature = "postgres"),
+    doc = "\n\n[`PostgresInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.PostgresInbox.html"
+)]
+#[cfg_attr(
+    not(feature = "mysql"),
+    doc = "\n\n[`MySqlInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.MySqlInbox.html"
+)]
+#[cfg_attr(
+    not(feature = "sqlite"),
+    doc = "\n\n[`SqliteInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.SqliteInbox.html"
+)]
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 #[async_trait::async_trait]
 pub trait TransactionalInbox: Inbox + Clone {
@@ -721,97 +1109,241 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
     serde_json::from_str(text).unwrap_or_default()
 }
 
-/// Opens the inbox named by `url` and creates its table if missing.
+/// Opens the inbox named by `url`, creates its table if missing, and starts
+/// the purge of completed events.
 ///
 /// | URL | backend | feature |
 /// |---|---|---|
 /// | `postgres://…`, `postgresql://…` | [`PostgresInbox`] | `postgres` |
 /// | `mysql://…`, `mariadb://…` | [`MySqlInbox`] | `mysql` |
 /// | `sqlite://path`, `sqlite:path` | [`SqliteInbox`] | `sqlite` |
-/// | `redis://…`, `rediss://…`, `redis+unix://…` | [`RedisInbox`] (prefix `inbox:`) | `redis` |
+/// | `redis://…`, `rediss://…`, `redis+unix://…` | [`RedisInbox`] | `redis` |
+/// | `redis-cluster://host:port[,host:port…]`, `rediss-cluster://…` | [`RedisClusterInbox`] | `redis-cluster` |
+///
+/// Query parameters of the library's own (the others reach the driver):
+///
+/// | parameter | meaning | default |
+/// |---|---|---|
+/// | `table` | the SQL table (two inboxes can share a database) | `webhooks_inbox` |
+/// | `prefix` | the Redis key prefix | `inbox:` |
+/// | `partitions` | the Redis Cluster inbox's partitions (never change it while events are stored) | [`RedisClusterInbox::DEFAULT_PARTITIONS`] (16) |
+/// | `retention` | how long completed events are kept: `7d`, `12h`, `30m`, `90` (seconds), or `off` | [`DEFAULT_RETENTION`] (7 days) |
+///
+/// **Purge.** Events completed more than the retention ago are deleted at
+/// opening, then every hour ([`DEFAULT_PURGE_INTERVAL`]), by a Tokio task
+/// that stops once every handle on the returned inbox is dropped. Keep the
+/// retention above the senders' retry window: a retry of a purged delivery
+/// is stored and processed again. `retention=off` keeps completed events
+/// until you call [`Inbox::purge_completed`]. An inbox built with a builder
+/// purges only when told to ([`PurgeTask::spawn`]).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), webhooks_core::inbox::OpenError> {
-/// let inbox = webhooks_core::inbox::inbox_from_url("sqlite://inbox.db").await?;
-/// # let _ = inbox; Ok(()) }
+/// use webhooks_core::inbox::inbox_from_url;
+///
+/// let orders = inbox_from_url("postgres://app@db/app?table=orders_inbox&retention=14d").await?;
+/// let billing = inbox_from_url("postgres://app@db/app?table=billing_inbox").await?;
+/// # let _ = (orders, billing); Ok(()) }
 /// ```
 ///
 /// # Errors
 ///
-/// [`OpenError::Config`] for an unknown scheme, one whose feature is off, or
-/// a malformed URL; [`OpenError::Store`] when the store does not answer.
+/// [`OpenError::Config`] for an unknown scheme, one whose feature is off, a
+/// malformed URL, an invalid table name or retention, or `table` on Redis
+/// (`prefix` on SQL); [`OpenError::Store`] when the store does not answer.
+///
+/// # Panics
+///
+/// Outside a Tokio runtime.
+#[cfg_attr(
+    not(feature = "postgres"),
+    doc = "\n\n[`PostgresInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.PostgresInbox.html"
+)]
+#[cfg_attr(
+    not(feature = "mysql"),
+    doc = "\n\n[`MySqlInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.MySqlInbox.html"
+)]
+#[cfg_attr(
+    not(feature = "sqlite"),
+    doc = "\n\n[`SqliteInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.SqliteInbox.html"
+)]
+#[cfg_attr(
+    not(feature = "redis"),
+    doc = "\n\n[`RedisInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisInbox.html"
+)]
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    doc = "\n\n[`DEFAULT_INBOX_TABLE`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/constant.DEFAULT_INBOX_TABLE.html"
+)]
+#[cfg_attr(
+    not(feature = "redis-cluster"),
+    doc = "\n\n[`RedisClusterInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisClusterInbox.html\n[`RedisClusterInbox::DEFAULT_PARTITIONS`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisClusterInbox.html#associatedconstant.DEFAULT_PARTITIONS"
+)]
 pub async fn inbox_from_url(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+    const WHAT: &str = "inbox URL";
     let scheme = url
         .split_once(':')
         .map(|(scheme, _)| scheme.to_ascii_lowercase())
         .ok_or(ConfigError::Invalid {
-            what: "inbox URL",
+            what: WHAT,
             reason: "has no scheme (postgres://, mysql://, sqlite:// or redis://)",
         })?;
-    match scheme.as_str() {
-        "postgres" | "postgresql" => postgres(url).await,
-        "mysql" | "mariadb" => mysql(url).await,
-        "sqlite" => sqlite(url).await,
-        "redis" | "rediss" | "redis+unix" | "unix" => redis_inbox(url).await,
-        _ => Err(ConfigError::Invalid {
-            what: "inbox URL",
-            reason: "unknown scheme; expected postgres, mysql, mariadb, sqlite or redis",
+    let options = url::UrlOptions::take(url, WHAT)?;
+    let retention = match options.retention.as_deref() {
+        None => Some(DEFAULT_RETENTION),
+        Some(text) => purge::parse_retention(text).ok_or(ConfigError::Invalid {
+            what: WHAT,
+            reason: "`retention` is `off` or a positive number with a unit (s, m, h, d)",
+        })?,
+    };
+    let cluster = matches!(scheme.as_str(), "redis-cluster" | "rediss-cluster");
+    let sql = !cluster && !matches!(scheme.as_str(), "redis" | "rediss" | "redis+unix" | "unix");
+    if (sql && options.prefix.is_some()) || (!sql && options.table.is_some()) {
+        return Err(ConfigError::Invalid {
+            what: WHAT,
+            reason: "`table` is for the SQL inboxes, `prefix` for Redis",
         }
-        .into()),
+        .into());
     }
+    let partitions = match options.partitions.as_deref() {
+        None => None,
+        Some(_) if !cluster => {
+            return Err(ConfigError::Invalid {
+                what: WHAT,
+                reason: "`partitions` is for the Redis Cluster inbox (redis-cluster://)",
+            }
+            .into());
+        }
+        Some(text) => Some(text.parse::<u16>().map_err(|_| ConfigError::Invalid {
+            what: WHAT,
+            reason: "`partitions` is a number from 1 to 1024",
+        })?),
+    };
+    let (url, table, prefix) = (options.url.as_str(), options.table, options.prefix);
+    let inbox = match scheme.as_str() {
+        "postgres" | "postgresql" => postgres(url, table).await?,
+        "mysql" | "mariadb" => mysql(url, table).await?,
+        "sqlite" => sqlite(url, table).await?,
+        "redis" | "rediss" | "redis+unix" | "unix" => redis_inbox(url, prefix).await?,
+        "redis-cluster" | "rediss-cluster" => redis_cluster_inbox(url, prefix, partitions).await?,
+        _ => {
+            return Err(ConfigError::Invalid {
+                what: WHAT,
+                reason: "unknown scheme; expected postgres, mysql, mariadb, sqlite, redis or \
+                         redis-cluster",
+            }
+            .into());
+        }
+    };
+    if let Some(retention) = retention {
+        PurgeTask::spawn(&inbox, retention, DEFAULT_PURGE_INTERVAL).detach();
+    }
+    Ok(inbox)
 }
 
 #[cfg(feature = "postgres")]
-async fn postgres(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
-    let inbox = PostgresInbox::connect(url).await?;
+async fn postgres(url: &str, table: Option<String>) -> Result<Arc<dyn Inbox>, OpenError> {
+    let builder = PostgresInbox::builder(url);
+    let inbox = match table {
+        Some(table) => builder.table(table),
+        None => builder,
+    }
+    .connect()
+    .await?;
     inbox.migrate().await?;
     Ok(Arc::new(inbox))
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn postgres(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+async fn postgres(_: &str, _: Option<String>) -> Result<Arc<dyn Inbox>, OpenError> {
     Err(feature_off(
-        "postgres:// needs webhooks-core's `postgres` feature",
+        "postgres:// needs the `postgres` feature of the crate you depend on (tower-webhooks, actix-webhooks or webhooks-core)",
     ))
 }
 
 #[cfg(feature = "mysql")]
-async fn mysql(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
-    let inbox = MySqlInbox::connect(url).await?;
+async fn mysql(url: &str, table: Option<String>) -> Result<Arc<dyn Inbox>, OpenError> {
+    let builder = MySqlInbox::builder(url);
+    let inbox = match table {
+        Some(table) => builder.table(table),
+        None => builder,
+    }
+    .connect()
+    .await?;
     inbox.migrate().await?;
     Ok(Arc::new(inbox))
 }
 
 #[cfg(not(feature = "mysql"))]
-async fn mysql(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+async fn mysql(_: &str, _: Option<String>) -> Result<Arc<dyn Inbox>, OpenError> {
     Err(feature_off(
-        "mysql:// and mariadb:// need webhooks-core's `mysql` feature",
+        "mysql:// and mariadb:// need the `mysql` feature of the crate you depend on (tower-webhooks, actix-webhooks or webhooks-core)",
     ))
 }
 
 #[cfg(feature = "sqlite")]
-async fn sqlite(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
-    let inbox = SqliteInbox::connect(url).await?;
+async fn sqlite(url: &str, table: Option<String>) -> Result<Arc<dyn Inbox>, OpenError> {
+    let builder = SqliteInbox::builder(url);
+    let inbox = match table {
+        Some(table) => builder.table(table),
+        None => builder,
+    }
+    .connect()
+    .await?;
     inbox.migrate().await?;
     Ok(Arc::new(inbox))
 }
 
 #[cfg(not(feature = "sqlite"))]
-async fn sqlite(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+async fn sqlite(_: &str, _: Option<String>) -> Result<Arc<dyn Inbox>, OpenError> {
     Err(feature_off(
-        "sqlite:// needs webhooks-core's `sqlite` feature",
+        "sqlite:// needs the `sqlite` feature of the crate you depend on (tower-webhooks, actix-webhooks or webhooks-core)",
     ))
 }
 
 #[cfg(feature = "redis")]
-async fn redis_inbox(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
-    Ok(Arc::new(RedisInbox::connect(url).await?))
+async fn redis_inbox(url: &str, prefix: Option<String>) -> Result<Arc<dyn Inbox>, OpenError> {
+    let builder = RedisInbox::builder(url);
+    let inbox = match prefix {
+        Some(prefix) => builder.key_prefix(prefix),
+        None => builder,
+    }
+    .connect()
+    .await?;
+    Ok(Arc::new(inbox))
 }
 
 #[cfg(not(feature = "redis"))]
-async fn redis_inbox(_: &str) -> Result<Arc<dyn Inbox>, OpenError> {
+async fn redis_inbox(_: &str, _: Option<String>) -> Result<Arc<dyn Inbox>, OpenError> {
     Err(feature_off(
-        "redis:// needs webhooks-core's `redis` feature",
+        "redis:// needs the `redis` feature of the crate you depend on (tower-webhooks, actix-webhooks or webhooks-core)",
+    ))
+}
+
+#[cfg(feature = "redis-cluster")]
+async fn redis_cluster_inbox(
+    url: &str,
+    prefix: Option<String>,
+    partitions: Option<u16>,
+) -> Result<Arc<dyn Inbox>, OpenError> {
+    let mut builder = RedisClusterInbox::builder_from_url(url)?;
+    if let Some(prefix) = prefix {
+        builder = builder.key_prefix(prefix);
+    }
+    if let Some(partitions) = partitions {
+        builder = builder.partitions(partitions);
+    }
+    Ok(Arc::new(builder.connect().await?))
+}
+
+#[cfg(not(feature = "redis-cluster"))]
+async fn redis_cluster_inbox(
+    _: &str,
+    _: Option<String>,
+    _: Option<u16>,
+) -> Result<Arc<dyn Inbox>, OpenError> {
+    Err(feature_off(
+        "redis-cluster:// needs webhooks-core's `redis-cluster` feature",
     ))
 }
 

@@ -41,6 +41,9 @@ fn mysql_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> Strin
 /// At most this many pairs per statement.
 const COMPLETE_CHUNK: usize = 500;
 
+/// The current minute of the database's clock (minutes since the epoch).
+const ACTIVITY_MINUTE: &str = "(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) DIV 60000)";
+
 fn mysql_param(_: usize) -> String {
     "?".to_owned()
 }
@@ -65,6 +68,16 @@ fn mysql_param(_: usize) -> String {
 /// `VARCHAR(255)` in `utf8mb4_bin` (compared byte for byte). The pool's
 /// sessions use `READ COMMITTED` and an `innodb_lock_wait_timeout` of the
 /// command timeout (whole seconds, at least 1).
+///
+/// A lease transaction takes several round trips, and InnoDB's locking
+/// reads can keep a lock on the record just past the range they scanned
+/// (an event another worker holds) until the transaction ends. If the
+/// process freezes between those round trips (a handler blocking the
+/// runtime's only thread, `SIGSTOP`, a paused VM), that event cannot be
+/// taken over until the process wakes or its connection ends: it runs late,
+/// never twice. Run workers on a multi-threaded runtime, keep blocking work
+/// off it (`spawn_blocking`), and let the server close connections that
+/// stop answering (`wait_timeout`, or MariaDB's `idle_transaction_timeout`).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -114,8 +127,12 @@ impl MySqlInbox {
         }
     }
 
-    /// Creates the table (InnoDB, utf8mb4, with its indexes) if missing.
-    /// Idempotent.
+    /// Creates the table (InnoDB, utf8mb4, with its indexes) if missing, the
+    /// control table (`<table>_control`, the pause flag) with its one row,
+    /// and the per-minute activity table (`<table>_activity`) with the two
+    /// triggers that fill it (see [`activity`](super::activity)); creating
+    /// a trigger needs the `TRIGGER` privilege, and with binary logging on,
+    /// `SUPER` or `log_bin_trust_function_creators = 1`. Idempotent.
     ///
     /// # Errors
     ///
@@ -147,10 +164,21 @@ impl MySqlInbox {
              KEY `{table}_updated` (state, updated_at)\
              ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
         );
-        within(
-            self.command_timeout.max(Duration::from_secs(10)),
-            sqlx::query(&create).execute(&self.pool),
-        )
+        let c = &self.sql.control;
+        let control = format!(
+            "CREATE TABLE IF NOT EXISTS {c} (id BIGINT NOT NULL, paused BIGINT NOT NULL, \
+             updated_at BIGINT NOT NULL, PRIMARY KEY (id)) ENGINE=InnoDB"
+        );
+        let seed = format!(
+            "INSERT IGNORE INTO {c} (id, paused, updated_at) VALUES (1, 0, {})",
+            DIALECT.now
+        );
+        within(self.command_timeout.max(Duration::from_secs(10)), async {
+            for statement in [&create, &control, &seed] {
+                sqlx::query(statement).execute(&self.pool).await?;
+            }
+            self.migrate_activity().await
+        })
         .await?;
         Ok(())
     }
@@ -315,5 +343,84 @@ impl SqlInboxBuilder<MySqlInbox> {
             &self.settings.table,
             self.settings.command_timeout,
         ))
+    }
+}
+
+impl MySqlInbox {
+    /// The activity table and its triggers, each trigger created unless
+    /// `information_schema` lists it (MySQL before 8.0.29 has no `CREATE
+    /// TRIGGER IF NOT EXISTS`). Each upserts one counter row in the
+    /// statement that fired it; the slot is the connection id modulo
+    /// [`ACTIVITY_SLOTS`](super::sql::ACTIVITY_SLOTS), so one statement
+    /// locks one counter row, and concurrent connections mostly different
+    /// ones. Sent as text (`CREATE TRIGGER` cannot be prepared).
+    async fn migrate_activity(&self) -> Result<(), sqlx::Error> {
+        let table = &self.sql.table;
+        let t = &self.sql.quoted;
+        let a = super::sql::activity_table(&self.sql);
+        let slots = super::sql::ACTIVITY_SLOTS;
+        let upsert = |kind: &str| {
+            format!(
+                "INSERT INTO {a} (minute, kind, slot, n) \
+                 VALUES ({ACTIVITY_MINUTE}, {kind}, CONNECTION_ID() % {slots}, 1) \
+                 ON DUPLICATE KEY UPDATE n = n + 1"
+            )
+        };
+        sqlx::query(&format!(
+            "CREATE TABLE IF NOT EXISTS {a} (minute BIGINT NOT NULL, \
+             kind BIGINT NOT NULL, \
+             slot BIGINT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (minute, kind, slot)) \
+             ENGINE=InnoDB"
+        ))
+        .execute(&self.pool)
+        .await?;
+        let triggers = [
+            (
+                format!("{table}_act_ins"),
+                format!("AFTER INSERT ON {t} FOR EACH ROW {}", upsert("1")),
+            ),
+            (
+                format!("{table}_act_upd"),
+                format!(
+                    "AFTER UPDATE ON {t} FOR EACH ROW BEGIN IF {} THEN {}; END IF; END",
+                    super::sql::ACTIVITY_FAILED_OR_DONE,
+                    upsert("IF(NEW.state = 2, 2, 3)")
+                ),
+            ),
+        ];
+        for (name, body) in triggers {
+            let (exists,): (i64,) = sqlx::query_as(
+                "SELECT CAST(COUNT(*) AS SIGNED) FROM information_schema.TRIGGERS \
+                 WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME = ?",
+            )
+            .bind(&name)
+            .fetch_one(&self.pool)
+            .await?;
+            if exists > 0 {
+                continue;
+            }
+            let created = sqlx::raw_sql(&format!("CREATE TRIGGER `{name}` {body}"))
+                .execute(&self.pool)
+                .await;
+            match created {
+                // Created meanwhile by another instance's migrate().
+                Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("HY000") => {
+                    let (exists,): (i64,) = sqlx::query_as(
+                        "SELECT CAST(COUNT(*) AS SIGNED) FROM information_schema.TRIGGERS \
+                         WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME = ?",
+                    )
+                    .bind(&name)
+                    .fetch_one(&self.pool)
+                    .await?;
+                    if exists == 0 {
+                        return Err(sqlx::Error::Database(db));
+                    }
+                }
+                other => {
+                    other?;
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -34,6 +34,9 @@ fn pg_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> String {
     )
 }
 
+/// The current minute of the database's clock (minutes since the epoch).
+const ACTIVITY_MINUTE: &str = "(CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT) / 60000)";
+
 fn pg_param(n: usize) -> String {
     format!("${n}")
 }
@@ -140,8 +143,13 @@ impl PostgresInbox {
         }
     }
 
-    /// Creates the table and its indexes if missing. Idempotent, and safe to
-    /// run from several instances at once (a transaction-level advisory lock).
+    /// Creates the table and its indexes if missing, the control table
+    /// (`<table>_control`, the pause flag) with its one row, and the
+    /// per-minute activity table (`<table>_activity`) with the trigger
+    /// function and the two triggers that fill it (see
+    /// [`activity`](super::activity)). Idempotent, and
+    /// safe to run from several instances at once (a transaction-level
+    /// advisory lock).
     ///
     /// # Errors
     ///
@@ -149,6 +157,7 @@ impl PostgresInbox {
     pub async fn migrate(&self) -> Result<(), InboxError> {
         let table = &self.sql.table;
         let t = &self.sql.quoted;
+        let c = &self.sql.control;
         let statements = [
             format!(
                 "CREATE TABLE IF NOT EXISTS {t} (\
@@ -175,7 +184,17 @@ impl PostgresInbox {
                 "CREATE INDEX IF NOT EXISTS \"{table}_received\" ON {t} (state, received_at, event_key)"
             ),
             format!("CREATE INDEX IF NOT EXISTS \"{table}_updated\" ON {t} (state, updated_at)"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {c} (id BIGINT NOT NULL PRIMARY KEY, \
+                 paused BIGINT NOT NULL, updated_at BIGINT NOT NULL)"
+            ),
+            format!(
+                "INSERT INTO {c} (id, paused, updated_at) VALUES (1, 0, {now}) \
+                 ON CONFLICT (id) DO NOTHING",
+                now = DIALECT.now
+            ),
         ];
+        let activity = self.activity_migration();
         let lock_key = format!("webhooks-core inbox migrate {table}");
         within(self.command_timeout.max(Duration::from_secs(10)), async {
             let mut tx = self.pool.begin().await?;
@@ -183,7 +202,7 @@ impl PostgresInbox {
                 .bind(&lock_key)
                 .execute(&mut *tx)
                 .await?;
-            for statement in &statements {
+            for statement in statements.iter().chain(&activity) {
                 sqlx::query(statement).execute(&mut *tx).await?;
             }
             tx.commit().await
@@ -223,5 +242,54 @@ impl SqlInboxBuilder<PostgresInbox> {
             &self.settings.table,
             self.settings.command_timeout,
         ))
+    }
+}
+
+impl PostgresInbox {
+    /// The activity table, its trigger function and its triggers (created
+    /// only if missing: no table lock once they exist). The function upserts
+    /// one counter row in the statement that fired it; the slot is the
+    /// backend's pid modulo [`ACTIVITY_SLOTS`](super::sql::ACTIVITY_SLOTS),
+    /// so one statement locks one counter row, and concurrent connections
+    /// mostly different ones.
+    fn activity_migration(&self) -> [String; 4] {
+        let table = &self.sql.table;
+        let t = &self.sql.quoted;
+        let a = super::sql::activity_table(&self.sql);
+        let slots = super::sql::ACTIVITY_SLOTS;
+        let function = format!("\"{table}_act_fn\"");
+        let trigger = |name: &str, what: &str| {
+            format!(
+                "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{table}_{name}' \
+                 AND tgrelid = '{t}'::regclass) THEN CREATE TRIGGER \"{table}_{name}\" {what} \
+                 EXECUTE PROCEDURE {function}(); END IF; END $$"
+            )
+        };
+        [
+            format!(
+                "CREATE TABLE IF NOT EXISTS {a} (minute BIGINT NOT NULL, kind BIGINT NOT NULL, \
+                 slot BIGINT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (minute, kind, slot))"
+            ),
+            format!(
+                "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 DECLARE k BIGINT; BEGIN \
+                 IF TG_OP = 'INSERT' THEN k := 1; \
+                 ELSIF NEW.state = 2 THEN k := 2; \
+                 ELSIF NEW.state = 3 OR (NEW.state = 0 AND NEW.attempts = OLD.attempts) THEN k := 3; \
+                 ELSE RETURN NULL; END IF; \
+                 INSERT INTO {a} (minute, kind, slot, n) \
+                 VALUES ({ACTIVITY_MINUTE}, k, pg_backend_pid() % {slots}, 1) \
+                 ON CONFLICT (minute, kind, slot) DO UPDATE SET n = {a}.n + 1; \
+                 RETURN NULL; END $$"
+            ),
+            trigger("act_ins", &format!("AFTER INSERT ON {t} FOR EACH ROW")),
+            trigger(
+                "act_upd",
+                &format!(
+                    "AFTER UPDATE OF state ON {t} FOR EACH ROW \
+                     WHEN (OLD.state = 1 AND NEW.state <> 1)"
+                ),
+            ),
+        ]
     }
 }

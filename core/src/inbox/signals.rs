@@ -4,13 +4,18 @@
 //! | name | type | labels | what |
 //! |---|---|---|---|
 //! | `webhooks_inbox_accepted_total` | counter | route, outcome | accepts: `stored`, `duplicate`, `unavailable`, `refused`; `route` is the receiver's namespace |
-//! | `webhooks_inbox_attempts_total` | counter | outcome | worker attempts: `completed`, `retried`, `dead_lettered`, `handed_back`, `stale` (refused: the lease was lost; with a transactional handler, its writes were rolled back) |
+//! | `webhooks_inbox_attempts_total` | counter | outcome | worker attempts: `completed`, `unknown_type` (a type the handler's `Event<E>` does not list: completed without running it), `retried`, `dead_lettered`, `handed_back`, `stale` (refused: the lease was lost; with a transactional handler, its writes were rolled back) |
 //! | `webhooks_inbox_handler_duration_seconds` | histogram | | one handler run |
 //! | `webhooks_inbox_depth` | gauge | | pending events (due now or later) |
 //! | `webhooks_inbox_due` | gauge | | pending events due now |
 //! | `webhooks_inbox_oldest_due_age_seconds` | gauge | | how long the oldest due event has waited |
 //! | `webhooks_inbox_in_flight` | gauge | | leased events |
 //! | `webhooks_inbox_dead` | gauge | | dead letters |
+//! | `webhooks_inbox_paused` | gauge | | 1 while processing is paused ([`Inbox::set_paused`]), else 0 |
+//!
+//! Pausing or resuming logs an `INFO` event (`inbox processing paused` /
+//! `inbox processing resumed`, with `changed`), and sets the paused gauge
+//! in the process that did it.
 //!
 //! The gauges are read from the store by [`spawn_gauges`] (one task per
 //! inbox, not per worker). Labels are small enumerations: never ids or keys.
@@ -36,6 +41,29 @@ pub const OLDEST_DUE_AGE: &str = "webhooks_inbox_oldest_due_age_seconds";
 pub const IN_FLIGHT: &str = "webhooks_inbox_in_flight";
 /// `webhooks_inbox_dead`.
 pub const DEAD: &str = "webhooks_inbox_dead";
+/// `webhooks_inbox_paused`.
+pub const PAUSED: &str = "webhooks_inbox_paused";
+
+/// Logs a pause or resume (`changed`: the flag was not already so) and
+/// sets the paused gauge.
+#[cfg_attr(
+    not(any(
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite",
+        feature = "redis"
+    )),
+    allow(dead_code, reason = "called by the backends, whose features are off")
+)]
+pub(crate) fn pause_set(paused: bool, changed: bool) {
+    if paused {
+        tracing::info!(changed, "inbox processing paused");
+    } else {
+        tracing::info!(changed, "inbox processing resumed");
+    }
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(PAUSED).set(if paused { 1.0 } else { 0.0 });
+}
 
 /// Counts one accept on `route` by its outcome.
 pub(crate) fn accepted(route: &str, outcome: &'static str) {
@@ -96,6 +124,7 @@ pub fn spawn_gauges(inbox: Arc<dyn Inbox>, interval: Duration) -> GaugeTask {
                         metrics::gauge!(DUE).set(count(stats.due));
                         metrics::gauge!(IN_FLIGHT).set(count(stats.in_flight));
                         metrics::gauge!(DEAD).set(count(stats.dead));
+                        metrics::gauge!(PAUSED).set(if stats.paused { 1.0 } else { 0.0 });
                         metrics::gauge!(OLDEST_DUE_AGE)
                             .set(stats.oldest_due_age.map_or(0.0, |age| age.as_secs_f64()));
                     }

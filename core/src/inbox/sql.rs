@@ -19,13 +19,21 @@
 //! | `updated_at` | the last transition (ms): completion time, dead-letter time |
 //!
 //! Every time is read from the database's clock inside the statement.
+//!
+//! Beside it, `migrate()` creates `<table>_control`: one row (`id` 1) whose
+//! `paused` column is the pause flag of [`Inbox::set_paused`](super::Inbox::set_paused).
+//! The lease statements read it themselves (a `NOT EXISTS` on the control
+//! table in their `WHERE`): a pause costs no extra round trip.
 
 use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::dedup::sql::{DEFAULT_COMMAND_TIMEOUT, SqlSettings, validate_table};
 
-use super::{DeadLetter, DeadLetterFilter, EventMeta, LeasedEvent, decode_headers, from_ms};
+use super::{
+    DeadLetter, DeadLetterFilter, Delivery, DeliveryFilter, DeliveryOrder, DeliveryState,
+    EventMeta, LeasedEvent, decode_headers, from_ms,
+};
 use crate::dedup::ClaimToken;
 
 /// The default table of the SQL inboxes.
@@ -37,6 +45,14 @@ pub(crate) const COMPLETED: i64 = 2;
 pub(crate) const DEAD: i64 = 3;
 
 /// The columns a lease returns, in [`LeaseRow`] order.
+/// The lease's attempt count: one more, saturating well inside every
+/// engine's integer range. A damaged or hand-edited row at the type's limit
+/// would otherwise make the lease itself fail on every poll (PostgreSQL and
+/// MySQL: out of range; SQLite: the sum turns into a `REAL` that no longer
+/// decodes), stalling the whole inbox behind one row (found by the
+/// `inbox_records` fuzz target).
+const NEXT_ATTEMPT: &str = "CASE WHEN attempts < 2147483647 THEN attempts + 1 ELSE attempts END";
+
 pub(crate) const LEASE_COLUMNS: &str = "event_key, scheme, delivery_id, event_type, matched_key, \
      headers, body, received_at, signed_at, attempts";
 
@@ -174,6 +190,8 @@ pub(crate) struct InboxStatements {
     pub(crate) table: String,
     pub(crate) quoted: String,
     param: fn(usize) -> String,
+    /// The dialect's clock expression.
+    now: &'static str,
     /// Bound: key, scheme, delivery id, event type, matched key, headers, body, signed at.
     pub(crate) accept: String,
     /// Dead-letters the leases expired on their last attempt, skipping rows
@@ -229,12 +247,24 @@ pub(crate) struct InboxStatements {
     list: String,
     /// No parameters.
     pub(crate) stats: String,
+    /// The control table, quoted.
+    pub(crate) control: String,
+    /// Sets the pause flag if it differs; bound: the flag, the flag again.
+    pub(crate) set_paused: String,
+    /// The pause flag; no parameters.
+    pub(crate) paused: String,
+    /// The delivery listing's select, without its conditions (see
+    /// [`InboxStatements::deliveries`]).
+    deliveries: String,
+    /// One delivery in any state, with its body; bound: key.
+    pub(crate) delivery_get: String,
 }
 
 impl InboxStatements {
     pub(crate) fn new(table: &str, d: &Dialect) -> Self {
         let q = d.quote;
         let t = format!("{q}{table}{q}");
+        let c = format!("{q}{table}_control{q}");
         let now = d.now;
         let p = d.param;
         let int = d.int;
@@ -242,10 +272,12 @@ impl InboxStatements {
         let dead_columns = format!("{columns}, last_error, updated_at");
         // A due row: pending and due, or leased with an expired lease and
         // attempts left (a takeover); parameter `n`: the max attempts.
+        // Nothing is due while the inbox is paused.
         let due = |n: usize| {
             format!(
                 "((state = {PENDING} AND due_at <= {now}) OR \
-                 (state = {LEASED} AND lease_until <= {now} AND attempts < {}))",
+                 (state = {LEASED} AND lease_until <= {now} AND attempts < {})) \
+                 AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0)",
                 p(n)
             )
         };
@@ -268,6 +300,7 @@ impl InboxStatements {
             table: table.to_owned(),
             quoted: t.clone(),
             param: p,
+            now,
             accept: format!(
                 "INSERT INTO {t} (event_key, scheme, delivery_id, event_type, matched_key, headers, \
                  body, signed_at, received_at, state, attempts, due_at, updated_at) \
@@ -302,7 +335,7 @@ impl InboxStatements {
             ),
             lease: format!(
                 "{}UPDATE {t} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
-                 attempts = attempts + 1, updated_at = {now} WHERE event_key IN \
+                 attempts = {NEXT_ATTEMPT}, updated_at = {now} WHERE event_key IN \
                  (SELECT event_key FROM {t} WHERE {} ORDER BY due_at LIMIT {}{}) \
                  RETURNING {columns}",
                 if d.reap_in_lease {
@@ -336,7 +369,7 @@ impl InboxStatements {
             lease_read: format!("SELECT {columns} FROM {t} WHERE event_key IN ("),
             lease_update: format!(
                 "UPDATE {t}{} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
-                 attempts = attempts + 1, updated_at = {now} WHERE event_key IN (",
+                 attempts = {NEXT_ATTEMPT}, updated_at = {now} WHERE event_key IN (",
                 d.by_key,
                 p(1),
                 p(2)
@@ -392,17 +425,110 @@ impl InboxStatements {
                  received_at, signed_at, attempts, last_error, updated_at FROM {t} WHERE state = {DEAD}",
                 d.key_select, d.empty_blob
             ),
+            // One indexed count per state (each reads only its state's
+            // index entries), the completed ones counted up to a limit: the
+            // cost never grows with the completed rows the retention keeps.
             stats: format!(
                 "SELECT {now}, \
-                 CAST(COALESCE(SUM(CASE WHEN state = {PENDING} THEN 1 ELSE 0 END), 0) AS {int}), \
-                 CAST(COALESCE(SUM(CASE WHEN state = {PENDING} AND due_at <= {now} THEN 1 ELSE 0 END), 0) AS {int}), \
-                 MIN(CASE WHEN state = {PENDING} AND due_at <= {now} THEN due_at END), \
-                 CAST(COALESCE(SUM(CASE WHEN state = {LEASED} THEN 1 ELSE 0 END), 0) AS {int}), \
-                 CAST(COALESCE(SUM(CASE WHEN state = {DEAD} THEN 1 ELSE 0 END), 0) AS {int}), \
-                 CAST(COALESCE(SUM(CASE WHEN state = {COMPLETED} THEN 1 ELSE 0 END), 0) AS {int}) \
-                 FROM {t}"
+                 (SELECT CAST(COUNT(*) AS {int}) FROM {t} WHERE state = {PENDING}), \
+                 (SELECT CAST(COUNT(*) AS {int}) FROM {t} WHERE state = {PENDING} AND due_at <= {now}), \
+                 (SELECT MIN(due_at) FROM {t} WHERE state = {PENDING} AND due_at <= {now}), \
+                 (SELECT CAST(COUNT(*) AS {int}) FROM {t} WHERE state = {LEASED}), \
+                 (SELECT CAST(COUNT(*) AS {int}) FROM {t} WHERE state = {DEAD}), \
+                 (SELECT CAST(COUNT(*) AS {int}) FROM (SELECT 1 AS one FROM {t} \
+                 WHERE state = {COMPLETED} LIMIT {limit}) AS done), \
+                 (SELECT CAST(COUNT(*) AS {int}) FROM {c} WHERE paused <> 0)",
+                limit = super::COMPLETED_COUNT_LIMIT
             ),
+            set_paused: format!(
+                "UPDATE {c} SET paused = {}, updated_at = {now} WHERE id = 1 AND paused <> {}",
+                p(1),
+                p(2)
+            ),
+            paused: format!("SELECT CAST(paused AS {int}) FROM {c} WHERE id = 1"),
+            deliveries: format!(
+                "SELECT {}, scheme, delivery_id, event_type, matched_key, headers, {}, \
+                 {DELIVERY_TAIL} FROM {t} WHERE ",
+                d.key_select, d.empty_blob
+            )
+            .replace("{now}", now),
+            delivery_get: format!(
+                "SELECT {}, scheme, delivery_id, event_type, matched_key, headers, body, \
+                 {DELIVERY_TAIL} FROM {t} WHERE event_key = {}",
+                d.key_select,
+                p(1)
+            )
+            .replace("{now}", now),
+            control: c,
         }
+    }
+
+    /// The delivery listing's statement for `filter`, and the values to
+    /// bind in order: one range of the `(state, received_at, event_key)`
+    /// index from the cursor, in the filter's order.
+    pub(crate) fn deliveries(&self, filter: &DeliveryFilter) -> (String, Vec<ListParam>) {
+        let now = self.now;
+        let mut sql = self.deliveries.clone();
+        sql.push_str(&match filter.state {
+            DeliveryState::Due => format!("state = {PENDING} AND due_at <= {now}"),
+            DeliveryState::Retrying => format!("state = {PENDING} AND due_at > {now}"),
+            DeliveryState::InFlight => format!("state = {LEASED}"),
+            DeliveryState::Dead => format!("state = {DEAD}"),
+            DeliveryState::Completed => format!("state = {COMPLETED}"),
+        });
+        let mut params = Vec::new();
+        let mut next = |sql: &mut String, condition: &str, value: ListParam| {
+            params.push(value);
+            let placeholder = (self.param)(params.len());
+            sql.push_str(&condition.replace('?', &placeholder));
+        };
+        let text = |value: &Option<String>| value.clone().map(ListParam::Text);
+        for (condition, value) in [
+            (" AND scheme = ?", text(&filter.scheme)),
+            (" AND event_type = ?", text(&filter.event_type)),
+            (" AND delivery_id = ?", text(&filter.delivery_id)),
+            (
+                " AND received_at >= ?",
+                filter
+                    .received_from
+                    .map(|t| ListParam::Int(super::to_ms(t))),
+            ),
+            (
+                " AND received_at < ?",
+                filter
+                    .received_until
+                    .map(|t| ListParam::Int(super::to_ms(t))),
+            ),
+        ] {
+            if let Some(value) = value {
+                next(&mut sql, condition, value);
+            }
+        }
+        let newest = filter.order == DeliveryOrder::NewestFirst;
+        let (past, direction) = if newest { ('<', "DESC") } else { ('>', "ASC") };
+        if let Some(after) = &filter.after {
+            // (received_at, event_key) past (ms, key), spelled out for every dialect.
+            next(
+                &mut sql,
+                &format!(" AND (received_at {past} ?"),
+                ListParam::Int(after.received_at_ms),
+            );
+            next(
+                &mut sql,
+                " OR (received_at = ?",
+                ListParam::Int(after.received_at_ms),
+            );
+            next(
+                &mut sql,
+                &format!(" AND event_key {past} ?))"),
+                ListParam::Text(after.key.clone()),
+            );
+        }
+        sql.push_str(&format!(
+            " ORDER BY received_at {direction}, event_key {direction} LIMIT {}",
+            filter.page_size()
+        ));
+        (sql, params)
     }
 
     /// The listing statement for `filter`, and the values to bind in order.
@@ -462,6 +588,77 @@ impl InboxStatements {
     }
 }
 
+/// The columns a delivery row ends with, after the body, in [`DeliveryRow`]
+/// order (`{now}` is the dialect's clock).
+const DELIVERY_TAIL: &str = "received_at, signed_at, attempts, last_error, updated_at, state, \
+     due_at, lease_until, {now}";
+
+/// A delivery row: the head, the body, then [`DELIVERY_TAIL`].
+pub(crate) type DeliveryRow = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    String,
+    Vec<u8>,
+    i64,
+    Option<i64>,
+    i64,
+    Option<String>,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    i64,
+);
+
+pub(crate) fn delivery(row: DeliveryRow) -> Delivery {
+    let (
+        key,
+        scheme,
+        delivery_id,
+        event_type,
+        matched_key,
+        headers,
+        body,
+        received,
+        signed,
+        n,
+        error,
+        updated,
+        state,
+        due_at,
+        lease_until,
+        now,
+    ) = row;
+    let state = match state {
+        PENDING if due_at.is_some_and(|at| at > now) => DeliveryState::Retrying,
+        PENDING => DeliveryState::Due,
+        LEASED => DeliveryState::InFlight,
+        COMPLETED => DeliveryState::Completed,
+        _ => DeliveryState::Dead,
+    };
+    Delivery {
+        meta: meta(
+            (key, scheme, delivery_id, event_type, matched_key, headers),
+            received,
+            signed,
+        ),
+        state,
+        attempts: u32::try_from(n).unwrap_or(u32::MAX),
+        last_error: error,
+        due_at: due_at
+            .filter(|_| matches!(state, DeliveryState::Due | DeliveryState::Retrying))
+            .map(from_ms),
+        lease_until: lease_until
+            .filter(|_| state == DeliveryState::InFlight)
+            .map(from_ms),
+        updated_at: from_ms(updated),
+        body: body.into(),
+    }
+}
+
 /// A value bound to the dead-letter listing.
 pub(crate) enum ListParam {
     Text(String),
@@ -470,6 +667,12 @@ pub(crate) enum ListParam {
 
 /// Builds a SQL inbox from a URL: `SqliteInbox::builder`, `PostgresInbox::builder`
 /// or `MySqlInbox::builder`, then `connect()`.
+///
+/// **Retention.** An inbox built here keeps its completed events until
+/// something purges them: start a [`PurgeTask`](super::PurgeTask) (what
+/// [`inbox_from_url`](super::inbox_from_url) does, with
+/// [`DEFAULT_RETENTION`](super::DEFAULT_RETENTION)), or call
+/// [`purge_completed`](super::Inbox::purge_completed) from a job of yours.
 #[must_use]
 pub struct SqlInboxBuilder<I> {
     pub(crate) url: String,
@@ -776,15 +979,27 @@ macro_rules! sql_inbox {
                             .execute(&self.pool),
                     )
                     .await?;
+                    // The activity counters past their retention: best
+                    // effort (the table is missing until `migrate()` ran).
+                    let prune = $crate::inbox::sql::activity_prune(&self.sql, ACTIVITY_MINUTE);
+                    if let Err(error) = within(
+                        self.command_timeout,
+                        sqlx::query(&prune).execute(&self.pool),
+                    )
+                    .await
+                    {
+                        tracing::debug!(%error, "could not prune the inbox's activity counters");
+                    }
                     Ok(done.rows_affected())
                 }
 
                 async fn stats(&self) -> Result<InboxStats, InboxError> {
-                    let (now, pending, due, oldest, in_flight, dead, completed): (
+                    let (now, pending, due, oldest, in_flight, dead, completed, paused): (
                         i64,
                         i64,
                         i64,
                         Option<i64>,
+                        i64,
                         i64,
                         i64,
                         i64,
@@ -797,12 +1012,123 @@ macro_rules! sql_inbox {
                     Ok(InboxStats {
                         pending: count(pending),
                         due: count(due),
-                        oldest_due_age: oldest
-                            .map(|at| Duration::from_millis(u64::try_from(now - at).unwrap_or(0))),
+                        oldest_due_age: oldest.map(|at| {
+                            Duration::from_millis(
+                                u64::try_from(now.saturating_sub(at)).unwrap_or(0),
+                            )
+                        }),
                         in_flight: count(in_flight),
                         dead: count(dead),
                         completed: count(completed),
+                        paused: paused > 0,
                     })
+                }
+
+                async fn set_paused(&self, paused: bool) -> Result<bool, InboxError> {
+                    let flag = i64::from(paused);
+                    let done = within(
+                        self.command_timeout,
+                        sqlx::query(&self.sql.set_paused)
+                            .bind(flag)
+                            .bind(flag)
+                            .execute(&self.pool),
+                    )
+                    .await?;
+                    let changed = done.rows_affected() > 0;
+                    if !changed {
+                        // Already so, or no control row (never migrated).
+                        self.paused().await?;
+                    }
+                    $crate::inbox::signals::pause_set(paused, changed);
+                    Ok(changed)
+                }
+
+                async fn paused(&self) -> Result<bool, InboxError> {
+                    let row: Option<(i64,)> = within(
+                        self.command_timeout,
+                        sqlx::query_as(&self.sql.paused).fetch_optional(&self.pool),
+                    )
+                    .await?;
+                    match row {
+                        Some((flag,)) => Ok(flag != 0),
+                        None => Err(InboxError::Protocol(format!(
+                            "the inbox's control table {} has no row: run migrate()",
+                            self.sql.control
+                        ))),
+                    }
+                }
+
+                async fn deliveries(
+                    &self,
+                    filter: &$crate::inbox::DeliveryFilter,
+                ) -> Result<$crate::inbox::DeliveryPage, InboxError> {
+                    let (statement, params) = self.sql.deliveries(filter);
+                    let mut query =
+                        sqlx::query_as::<_, $crate::inbox::sql::DeliveryRow>(&statement);
+                    for param in params {
+                        query = match param {
+                            ListParam::Text(text) => query.bind(text),
+                            ListParam::Int(int) => query.bind(int),
+                        };
+                    }
+                    let rows = within(self.command_timeout, query.fetch_all(&self.pool)).await?;
+                    let items: Vec<$crate::inbox::Delivery> =
+                        rows.into_iter().map($crate::inbox::sql::delivery).collect();
+                    let full = items.len() >= filter.page_size() as usize;
+                    let next =
+                        items
+                            .last()
+                            .filter(|_| full)
+                            .map(|last| $crate::inbox::DeliveryCursor {
+                                order: filter.order,
+                                received_at_ms: $crate::inbox::to_ms(last.meta.received_at),
+                                key: last.meta.key.clone(),
+                            });
+                    Ok($crate::inbox::DeliveryPage { items, next })
+                }
+
+                async fn delivery_get(
+                    &self,
+                    key: &str,
+                ) -> Result<Option<$crate::inbox::Delivery>, InboxError> {
+                    let row = within(
+                        self.command_timeout,
+                        sqlx::query_as::<_, $crate::inbox::sql::DeliveryRow>(
+                            &self.sql.delivery_get,
+                        )
+                        .bind(key)
+                        .fetch_optional(&self.pool),
+                    )
+                    .await?;
+                    Ok(row.map($crate::inbox::sql::delivery))
+                }
+
+                async fn activity(
+                    &self,
+                    minutes: u32,
+                ) -> Result<$crate::inbox::Activity, InboxError> {
+                    let minutes = $crate::inbox::activity::clamp_minutes(minutes);
+                    let statement = $crate::inbox::sql::activity_read(
+                        &self.sql,
+                        ACTIVITY_MINUTE,
+                        DIALECT.int,
+                        &(DIALECT.param)(1),
+                    );
+                    let rows: Vec<(i64, i64, i64)> = within(
+                        self.command_timeout,
+                        sqlx::query_as(&statement)
+                            .bind(i64::from(minutes))
+                            .fetch_all(&self.pool),
+                    )
+                    .await?;
+                    let now = rows
+                        .iter()
+                        .find(|(_, kind, _)| *kind == 0)
+                        .map(|(minute, _, _)| *minute)
+                        .ok_or_else(|| {
+                            InboxError::Protocol("the activity read returned no clock".into())
+                        })?;
+                    Ok($crate::inbox::Activity::from_rows(now, minutes, rows))
                 }
             }
         };
@@ -871,3 +1197,50 @@ macro_rules! returning_ops {
 }
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use returning_ops;
+
+/// Counter slots per (minute, kind) on the shared SQL servers: concurrent
+/// statements on different connections upsert different rows, so that
+/// they seldom wait for each other's counter row lock.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) const ACTIVITY_SLOTS: u32 = 16;
+
+/// The per-minute counters table, quoted: `<table>_activity`, primary key
+/// `(minute, kind, slot)`, filled by the triggers `migrate()` creates on
+/// the inbox table (see [`activity`](super::activity)).
+pub(crate) fn activity_table(sql: &InboxStatements) -> String {
+    let q = sql.quoted.chars().next().unwrap_or('"');
+    format!("{q}{}_activity{q}", sql.table)
+}
+
+/// The counters of the minutes after `minute_now - ?1`, summed over the
+/// slots, after a first row carrying the current minute (kind 0); bound:
+/// the number of minutes. One range scan of the primary key: at most
+/// minutes × 3 kinds × slots rows, whatever the inbox's size.
+pub(crate) fn activity_read(
+    sql: &InboxStatements,
+    minute_now: &str,
+    int: &str,
+    param: &str,
+) -> String {
+    let a = activity_table(sql);
+    format!(
+        "SELECT CAST({minute_now} AS {int}), CAST(0 AS {int}), CAST(0 AS {int}) UNION ALL \
+         SELECT minute, kind, CAST(SUM(n) AS {int}) FROM {a} \
+         WHERE minute > {minute_now} - {param} GROUP BY minute, kind"
+    )
+}
+
+/// Deletes the counters older than [`ACTIVITY_RETENTION`](super::ACTIVITY_RETENTION).
+pub(crate) fn activity_prune(sql: &InboxStatements, minute_now: &str) -> String {
+    let a = activity_table(sql);
+    let keep = super::ACTIVITY_RETENTION.as_secs() / 60;
+    format!("DELETE FROM {a} WHERE minute < {minute_now} - {keep}")
+}
+
+/// The trigger condition and kind shared by the dialects: a leased row
+/// (state 1) that became completed (2) counts a completion (kind 2); one
+/// that became dead (3), or pending again with its attempt kept (a retry;
+/// a hand-back gives the attempt back), a failure (kind 3).
+#[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
+pub(crate) const ACTIVITY_FAILED_OR_DONE: &str = "OLD.state = 1 AND (NEW.state = 2 OR NEW.state = 3 \
+     OR (NEW.state = 0 AND NEW.attempts = OLD.attempts))";

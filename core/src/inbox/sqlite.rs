@@ -35,6 +35,10 @@ fn sqlite_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> Stri
 /// SQLite's limit of 32,766).
 const COMPLETE_CHUNK: usize = 500;
 
+/// The current minute of the database's clock (minutes since the epoch).
+const ACTIVITY_MINUTE: &str =
+    "(CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) / 60000)";
+
 fn sqlite_param(n: usize) -> String {
     format!("?{n}")
 }
@@ -153,7 +157,10 @@ impl SqliteInbox {
         }
     }
 
-    /// Creates the table and its indexes if missing. Idempotent.
+    /// Creates the table and its indexes if missing, the control table
+    /// (`<table>_control`, the pause flag) with its one row, and the
+    /// per-minute activity table (`<table>_activity`) with the two triggers
+    /// that fill it (see [`activity`](super::activity)). Idempotent.
     ///
     /// # Errors
     ///
@@ -161,6 +168,7 @@ impl SqliteInbox {
     pub async fn migrate(&self) -> Result<(), InboxError> {
         let table = &self.sql.table;
         let t = &self.sql.quoted;
+        let c = &self.sql.control;
         let statements = [
             format!(
                 "CREATE TABLE IF NOT EXISTS {t} (\
@@ -187,9 +195,19 @@ impl SqliteInbox {
                 "CREATE INDEX IF NOT EXISTS \"{table}_received\" ON {t} (state, received_at, event_key)"
             ),
             format!("CREATE INDEX IF NOT EXISTS \"{table}_updated\" ON {t} (state, updated_at)"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {c} (id INTEGER NOT NULL PRIMARY KEY, \
+                 paused INTEGER NOT NULL, updated_at INTEGER NOT NULL)"
+            ),
+            format!(
+                "INSERT INTO {c} (id, paused, updated_at) VALUES (1, 0, {now}) \
+                 ON CONFLICT (id) DO NOTHING",
+                now = DIALECT.now
+            ),
         ];
+        let activity = self.activity_migration();
         within(self.command_timeout.max(Duration::from_secs(10)), async {
-            for statement in &statements {
+            for statement in statements.iter().chain(&activity) {
                 sqlx::query(statement).execute(&self.pool).await?;
             }
             Ok(())
@@ -237,5 +255,40 @@ impl SqlInboxBuilder<SqliteInbox> {
             &self.settings.table,
             self.settings.command_timeout,
         ))
+    }
+}
+
+impl SqliteInbox {
+    /// The activity table and its triggers: an `AFTER INSERT` counting
+    /// accepted events, an `AFTER UPDATE OF state` counting completions and
+    /// failures, each one upsert in the statement that fired it. SQLite
+    /// has one writer at a time: one slot.
+    fn activity_migration(&self) -> [String; 3] {
+        let table = &self.sql.table;
+        let t = &self.sql.quoted;
+        let a = super::sql::activity_table(&self.sql);
+        let upsert = |kind: &str| {
+            format!(
+                "INSERT INTO {a} (minute, kind, slot, n) VALUES ({ACTIVITY_MINUTE}, {kind}, 0, 1) \
+                 ON CONFLICT (minute, kind, slot) DO UPDATE SET n = {a}.n + 1"
+            )
+        };
+        [
+            format!(
+                "CREATE TABLE IF NOT EXISTS {a} (minute INTEGER NOT NULL, kind INTEGER NOT NULL, \
+                 slot INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (minute, kind, slot))"
+            ),
+            format!(
+                "CREATE TRIGGER IF NOT EXISTS \"{table}_act_ins\" AFTER INSERT ON {t} \
+                 FOR EACH ROW BEGIN {}; END",
+                upsert("1")
+            ),
+            format!(
+                "CREATE TRIGGER IF NOT EXISTS \"{table}_act_upd\" AFTER UPDATE OF state ON {t} \
+                 FOR EACH ROW WHEN {} BEGIN {}; END",
+                super::sql::ACTIVITY_FAILED_OR_DONE,
+                upsert("CASE NEW.state WHEN 2 THEN 2 ELSE 3 END")
+            ),
+        ]
     }
 }

@@ -16,10 +16,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument as _;
 
 use super::{ClaimToken, EventMeta, Inbox, InboxError, LeasedEvent, Transition};
+use crate::ExtractError;
+use crate::event::Event;
 
-/// What the handler gets: the typed event (the body deserialized as JSON,
-/// like the `VerifiedWebhook<T>` extractors do), the attempt number, the first
-/// receipt time and the metadata.
+/// What the handler gets: the typed event (see [`JobEvent`]: the body as
+/// JSON, like the `VerifiedWebhook<T>` extractors, or an [`Event<E>`]
+/// dispatched on its type, like `WebhookEvent<E>`), the attempt number, the
+/// first receipt time and the metadata.
 ///
 /// `Debug` shows the body's length, never its content.
 #[non_exhaustive]
@@ -44,6 +47,86 @@ impl<T> fmt::Debug for Job<T> {
             .field("meta", &self.meta)
             .field("body_len", &self.body.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// What a [`Worker`]'s [`Job`]s carry, decoded from the stored event.
+///
+/// - Any `T: DeserializeOwned`: the body as JSON. A body that does not fit
+///   is a failed attempt (retried, then dead-lettered).
+/// - [`Event<E>`]: dispatched on the event type exactly as the request
+///   path's `WebhookEvent<E>` ([`Delivery::event`](crate::Delivery::event)),
+///   with the type recorded at accept (the scheme's header, or the body's
+///   `"type"`). A type `E` does not list is **completed at once**, without
+///   running the handler and never retried (counted as
+///   `webhooks_inbox_attempts_total{outcome="unknown_type"}`), so the
+///   handler only ever sees [`Event::Known`]. A known type whose data does
+///   not fit its variant is a failed attempt whose error names the field,
+///   never its value.
+///
+/// ```
+/// # #[cfg(feature = "sqlite")]
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use webhooks_core::event::Event;
+/// use webhooks_core::inbox::{Inbox, Job, NewEvent, SqliteInbox, Worker};
+///
+/// #[derive(serde::Deserialize)]
+/// #[serde(tag = "type", content = "data")]
+/// enum Email {
+///     #[serde(rename = "email.sent")]
+///     Sent { email_id: String },
+/// }
+///
+/// let inbox = SqliteInbox::connect("sqlite::memory:").await?;
+/// inbox.migrate().await?;
+/// let inbox: Arc<dyn Inbox> = Arc::new(inbox);
+/// let sent = r#"{"type":"email.sent","data":{"email_id":"em_1"}}"#;
+/// let new = r#"{"type":"email.clicked","data":{}}"#;
+/// inbox.accept(&NewEvent::new("webhooks:test:1", "test", sent).with_event_type("email.sent")).await?;
+/// inbox.accept(&NewEvent::new("webhooks:test:2", "test", new).with_event_type("email.clicked")).await?;
+///
+/// let worker = Worker::builder(Arc::clone(&inbox)).handler(|job: Job<Event<Email>>| async move {
+///     let Event::Known(Email::Sent { email_id }) = job.event else { unreachable!() };
+///     assert_eq!(email_id, "em_1");
+///     Ok::<(), std::io::Error>(())
+/// });
+/// let report = worker.run_until_idle().await;
+/// assert_eq!((report.completed, report.unknown_type), (1, 1));
+/// # Ok(()) }
+/// # #[cfg(not(feature = "sqlite"))] fn main() {}
+/// ```
+pub trait JobEvent: Sized + Send + 'static {
+    /// Decodes the stored body, whose event type was recorded as `event_type`.
+    ///
+    /// # Errors
+    ///
+    /// [`ExtractError::Json`] naming the failing field: a failed attempt.
+    fn decode(event_type: Option<&str>, body: &[u8]) -> Result<Self, ExtractError>;
+
+    /// The event type, when it is one the handler does not know: the worker
+    /// then completes the event without running the handler.
+    fn unknown_type(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> JobEvent for T {
+    fn decode(_: Option<&str>, body: &[u8]) -> Result<Self, ExtractError> {
+        crate::delivery::parse_json(body)
+    }
+}
+
+impl<E: DeserializeOwned + Send + 'static> JobEvent for Event<E> {
+    fn decode(event_type: Option<&str>, body: &[u8]) -> Result<Self, ExtractError> {
+        crate::event::dispatch(event_type, body)
+    }
+
+    fn unknown_type(&self) -> Option<&str> {
+        match self {
+            Event::Known(_) => None,
+            Event::Unknown { event_type } => Some(event_type),
+        }
     }
 }
 
@@ -147,10 +230,11 @@ pub struct ShutdownSignal {
 }
 
 impl ShutdownSignal {
-    /// Whether shutdown was triggered.
+    /// Whether shutdown was triggered (or its `Shutdown` is gone: nothing
+    /// can stop the worker any more, so it stops).
     #[must_use]
     pub fn is_triggered(&self) -> bool {
-        *self.receiver.borrow()
+        *self.receiver.borrow() || self.receiver.has_changed().is_err()
     }
 
     /// Resolves once shutdown is triggered (or its `Shutdown` is gone).
@@ -163,6 +247,8 @@ impl ShutdownSignal {
 /// completion), or it recorded the completion itself, in its transaction.
 enum Ran {
     Succeeded,
+    /// The event's type is not one the handler knows: not run.
+    UnknownType,
     /// Only transactional handlers (the SQL backends' features) record.
     #[cfg_attr(
         not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
@@ -177,6 +263,10 @@ type Handle<T> =
 /// Configures a [`Worker`]; start from [`Worker::builder`], or from
 /// [`Worker::transactional`] for a handler that writes in the inbox's
 /// transaction (`Store` is then the SQL inbox).
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    doc = "\n\n[`Worker::transactional`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.Worker.html#method.transactional"
+)]
 #[must_use]
 pub struct WorkerBuilder<T, Store = ()> {
     inbox: Arc<dyn Inbox>,
@@ -209,7 +299,7 @@ struct Config {
     poll_interval: Duration,
 }
 
-impl<T: DeserializeOwned + Send + 'static, Store> WorkerBuilder<T, Store> {
+impl<T: JobEvent, Store> WorkerBuilder<T, Store> {
     /// How many events this worker runs at once, each in its own task
     /// (default 1). Run more workers, in this process or others, freely.
     pub fn concurrency(mut self, n: usize) -> Self {
@@ -341,7 +431,7 @@ impl<T: DeserializeOwned + Send + 'static, Store> WorkerBuilder<T, Store> {
 }
 
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-impl<T: DeserializeOwned + Send + 'static, I: super::TransactionalInbox> WorkerBuilder<T, I> {
+impl<T: JobEvent, I: super::TransactionalInbox> WorkerBuilder<T, I> {
     /// The worker, running `handler` in a transaction of the inbox's
     /// database: the handler's writes and the event's completion commit
     /// together, or not at all (**exactly-once effects**).
@@ -492,6 +582,9 @@ pub struct WorkerReport {
     pub handed_back: u64,
     /// Settlements refused: the lease had been lost to another worker.
     pub stale: u64,
+    /// Events of a type the handler does not know, completed without
+    /// running it (see [`JobEvent`]).
+    pub unknown_type: u64,
 }
 
 impl WorkerReport {
@@ -501,11 +594,14 @@ impl WorkerReport {
         self.dead_lettered += other.dead_lettered;
         self.handed_back += other.handed_back;
         self.stale += other.stale;
+        self.unknown_type += other.unknown_type;
     }
 }
 
 enum Settle {
     Complete,
+    /// Completed without running the handler: a type it does not know.
+    CompleteUnknown,
     /// Completed in the handler's transaction (applied), or refused there
     /// and rolled back (stale).
     Recorded(Transition),
@@ -514,7 +610,7 @@ enum Settle {
     HandBack,
 }
 
-impl<T: DeserializeOwned + Send + 'static> Worker<T> {
+impl<T: JobEvent> Worker<T> {
     /// A builder for a worker on `inbox`.
     pub fn builder(inbox: Arc<dyn Inbox>) -> WorkerBuilder<T> {
         WorkerBuilder {
@@ -550,7 +646,8 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
         }
     }
 
-    /// Runs until `signal` fires, then finishes or hands back what it holds.
+    /// Runs until `signal` fires, then finishes or hands back what it holds
+    /// (to stop on any other future, see [`run_until`](Self::run_until)).
     /// The loops run in their own tasks: dropping this future does not stop
     /// them (trigger the [`Shutdown`] instead); an aborted runtime stops them
     /// mid-event, and the leases they held expire and are taken over.
@@ -582,10 +679,64 @@ impl<T: DeserializeOwned + Send + 'static> Worker<T> {
     }
 }
 
+impl<T: JobEvent> Worker<T> {
+    /// Runs until `stop` resolves, then finishes or hands back what it
+    /// holds, as [`run`](Self::run). Any future stops it: a
+    /// `CancellationToken`'s `cancelled()`, `tokio::signal::ctrl_c()`, a
+    /// oneshot receiver.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime.
+    pub async fn run_until<F: Future>(self, stop: F) -> WorkerReport {
+        let shutdown = Shutdown::new();
+        let mut running = pin!(self.run(shutdown.signal()));
+        let stop = pin!(stop);
+        match futures_util::future::select(running.as_mut(), stop).await {
+            Either::Left((report, _)) => report,
+            Either::Right((_stopped, _)) => {
+                shutdown.trigger();
+                running.await
+            }
+        }
+    }
+
+    /// Runs until nothing in the inbox is due or in flight, then stops: a
+    /// test helper, so that tests need not poll [`Inbox::stats`] with sleeps.
+    /// Events waiting for a retry's backoff are not due: it returns before
+    /// they run (give tests a short [`Backoff`]). A [paused](Inbox::set_paused)
+    /// inbox is idle once nothing is in flight. The inbox is looked at
+    /// every 10 ms.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime.
+    pub async fn run_until_idle(self) -> WorkerReport {
+        let inbox = Arc::clone(&self.shared.inbox);
+        self.run_until(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                match inbox.stats().await {
+                    Ok(stats) if (stats.due == 0 || stats.paused) && stats.in_flight == 0 => {
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(error = %error, "inbox stats failed while waiting for idle");
+                    }
+                }
+            }
+        })
+        .await
+    }
+}
+
 /// A completion waiting for the flusher.
 struct Completion {
     key: String,
     token: ClaimToken,
+    /// Completed without running the handler (a type it does not know).
+    unknown_type: bool,
     /// The batch's held keys: the flusher takes `key` out once recorded (or
     /// given up), so that its lease is renewed until then.
     held: Arc<Mutex<Vec<String>>>,
@@ -593,7 +744,7 @@ struct Completion {
     recorded: oneshot::Sender<()>,
 }
 
-async fn run_loop<T: DeserializeOwned + Send + 'static>(
+async fn run_loop<T: JobEvent>(
     shared: Arc<Shared<T>>,
     mut signal: ShutdownSignal,
     completions: mpsc::UnboundedSender<Completion>,
@@ -669,7 +820,7 @@ async fn idle(signal: &mut ShutdownSignal, wait: Duration) {
 /// recorded; the batch ends once all are. One whose completion the flusher
 /// cannot record stays leased, and is run again after its lease expires:
 /// never marked done without its record.
-async fn run_batch<T: DeserializeOwned + Send + 'static>(
+async fn run_batch<T: JobEvent>(
     shared: &Shared<T>,
     signal: &ShutdownSignal,
     token: ClaimToken,
@@ -694,11 +845,12 @@ async fn run_batch<T: DeserializeOwned + Send + 'static>(
             } else {
                 run_one(shared, event).await
             };
-            if matches!(settle, Settle::Complete) {
+            if matches!(settle, Settle::Complete | Settle::CompleteUnknown) {
                 let (recorded, done) = oneshot::channel();
                 let completion = Completion {
                     key: key.clone(),
                     token,
+                    unknown_type: matches!(settle, Settle::CompleteUnknown),
                     held: Arc::clone(&held),
                     recorded,
                 };
@@ -741,10 +893,7 @@ async fn run_batch<T: DeserializeOwned + Send + 'static>(
 }
 
 /// Runs the handler for one event: decode, timeout, panic catching.
-async fn run_one<T: DeserializeOwned + Send + 'static>(
-    shared: &Shared<T>,
-    event: LeasedEvent,
-) -> Settle {
+async fn run_one<T: JobEvent>(shared: &Shared<T>, event: LeasedEvent) -> Settle {
     let config = &shared.config;
     let attempt = event.attempt;
     let span = tracing::info_span!(
@@ -755,7 +904,15 @@ async fn run_one<T: DeserializeOwned + Send + 'static>(
     );
     let token = event.token;
     let outcome = async {
-        let typed: T = crate::delivery::parse_json(&event.body).map_err(|e| e.to_string())?;
+        let typed = T::decode(event.meta.event_type.as_deref(), &event.body)
+            .map_err(|e| format!("the body does not fit the handler's type: {e}"))?;
+        if let Some(event_type) = typed.unknown_type() {
+            tracing::info!(
+                event_type,
+                "inbox event of a type the handler does not know; completed without running it"
+            );
+            return Ok(Ran::UnknownType);
+        }
         let job = Job {
             event: typed,
             attempt,
@@ -782,6 +939,7 @@ async fn run_one<T: DeserializeOwned + Send + 'static>(
     let _enter = span.enter();
     match outcome {
         Ok(Ran::Succeeded) => Settle::Complete,
+        Ok(Ran::UnknownType) => Settle::CompleteUnknown,
         Ok(Ran::Recorded(transition)) => Settle::Recorded(transition),
         Err(error) if attempt >= config.max_attempts => {
             tracing::warn!(error = %error, "inbox event failed its last attempt; dead-lettering");
@@ -809,8 +967,13 @@ async fn complete_all<T>(
     for _ in 0..4 {
         match shared.inbox.complete_many(&done).await {
             Ok(transitions) => {
-                for (Completion { key, .. }, transition) in completions.iter().zip(transitions) {
+                for (completion, transition) in completions.iter().zip(transitions) {
+                    let key = &completion.key;
                     match transition {
+                        Transition::Applied if completion.unknown_type => {
+                            report.unknown_type += 1;
+                            super::signals::attempt("unknown_type");
+                        }
                         Transition::Applied => {
                             report.completed += 1;
                             super::signals::attempt("completed");
@@ -849,7 +1012,7 @@ async fn settle_one<T>(
     let mut wait = Duration::from_millis(50);
     for _ in 0..4 {
         let result: Result<Transition, InboxError> = match &settle {
-            Settle::Complete => inbox.complete(key, token).await,
+            Settle::Complete | Settle::CompleteUnknown => inbox.complete(key, token).await,
             Settle::Retry(delay, error) => inbox.retry(key, token, *delay, error).await,
             Settle::DeadLetter(error) => inbox.dead_letter(key, token, error).await,
             Settle::HandBack => inbox.release(key, token).await,
@@ -861,6 +1024,10 @@ async fn settle_one<T>(
                     Settle::Complete => {
                         report.completed += 1;
                         "completed"
+                    }
+                    Settle::CompleteUnknown => {
+                        report.unknown_type += 1;
+                        "unknown_type"
                     }
                     Settle::Retry(..) => {
                         report.retried += 1;

@@ -6,8 +6,10 @@
 //! **PING.** When the endpoint URL is saved, and from time to time after,
 //! Discord sends a `PING` (`{"type":1,…}`) — signed like every interaction,
 //! and it also sends badly signed requests on purpose, expecting a `401`.
-//! Answer a verified PING with `200` and [`Discord::PONG`] (check with
-//! [`Discord::is_ping`]); this verifier already answers the bad ones.
+//! A receive pipeline answers a verified PING itself with `200` and
+//! [`Discord::PONG`], in both modes, and neither stores it nor runs the
+//! handler (see [`Handshake`](crate::Handshake)); outside one, check with
+//! [`Discord::is_ping`]. This verifier already answers the bad ones.
 //!
 //! [`Verified::id`] is the interaction's `"id"`, [`Verified::event_type`]
 //! its `"type"` (`1` PING, `2` APPLICATION_COMMAND…). Interactions must be
@@ -161,6 +163,10 @@ impl Verifier for Discord {
             scope: None,
             identity: Identity::SignedId,
         })
+    }
+
+    fn handshake(&self, verified: &Verified, _: &[u8]) -> Option<crate::Handshake> {
+        (verified.event_type.as_deref() == Some("1")).then(|| crate::Handshake::json(Self::PONG))
     }
 }
 

@@ -43,6 +43,7 @@ use hmac::{Hmac, Mac as _};
 use http::{HeaderMap, HeaderName};
 use sha1::Sha1;
 
+use super::credential::{self, OtherCredential};
 use super::{
     SecretList, Secrets, encode_hex, header, optional_header, prefixed_hex, signed_headers,
 };
@@ -138,9 +139,29 @@ impl GitHub {
     }
 }
 
+impl GitHub {
+    /// `X-GitHub-Delivery`, once a signature header is known to be there.
+    fn delivery<'h>(&self, headers: &'h HeaderMap) -> Result<&'h str, VerifyError> {
+        let signed = headers.contains_key(&SIGNATURE_256_NAME)
+            || (self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME));
+        if !signed {
+            return Err(VerifyError::MissingHeader(SIGNATURE_256));
+        }
+        // GitHub always sends one: a request without it is not GitHub's.
+        optional_header(headers, &DELIVERY_NAME, DELIVERY)?
+            .ok_or(VerifyError::MissingHeader(DELIVERY))
+    }
+}
+
 impl Verifier for GitHub {
     fn scheme(&self) -> &'static str {
         SCHEME
+    }
+
+    /// A signature header and `X-GitHub-Delivery` present: checked before
+    /// the body is read.
+    fn check_headers(&self, headers: &HeaderMap, _now: SystemTime) -> Result<(), VerifyError> {
+        self.delivery(headers).map(|_| ())
     }
 
     fn verify(
@@ -149,14 +170,7 @@ impl Verifier for GitHub {
         body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let signed = headers.contains_key(&SIGNATURE_256_NAME)
-            || (self.sha1.is_some() && headers.contains_key(&SIGNATURE_SHA1_NAME));
-        if !signed {
-            return Err(VerifyError::MissingHeader(SIGNATURE_256));
-        }
-        // GitHub always sends one: a request without it is not GitHub's.
-        let delivery = optional_header(headers, &DELIVERY_NAME, DELIVERY)?
-            .ok_or(VerifyError::MissingHeader(DELIVERY))?;
+        let delivery = self.delivery(headers)?;
         let index = match (headers.contains_key(&SIGNATURE_256_NAME), &self.sha1) {
             (false, Some(sha1)) if headers.contains_key(&SIGNATURE_SHA1_NAME) => {
                 let signature = prefixed_hex::<20>(
@@ -208,11 +222,29 @@ pub struct GitHubBuilder {
 
 debug_fields!(GitHubBuilder: secrets, allow_sha1, ..);
 
+/// GitHub's token formats (personal, OAuth, user-to-server, server-to-server,
+/// refresh), none of which is a webhook secret.
+const TOKENS: &[OtherCredential] = &[OtherCredential::prefixed(
+    &["ghp_", "github_pat_", "gho_", "ghu_", "ghs_", "ghr_"],
+    "this is a GitHub token, not a webhook secret: use the secret entered in \
+     the webhook's settings (Settings > Webhooks)",
+)];
+
 impl GitHubBuilder {
     /// Adds a webhook secret, used as the bytes given.
+    ///
+    /// A GitHub token (`ghp_…`, `github_pat_…` and the other
+    /// [documented prefixes](https://docs.github.com/en/authentication/keeping-your-account-and-data-secure/about-authentication-to-github#githubs-token-formats))
+    /// is refused: GitHub signs with the secret entered in the webhook's settings.
     pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
-        self.secrets.push(secret.as_ref());
-        self.sha1.push(secret.as_ref());
+        let secret = secret.as_ref();
+        match credential::refuse(secret, TOKENS) {
+            Ok(()) => {
+                self.secrets.push(secret);
+                self.sha1.push(secret);
+            }
+            Err(e) => self.secrets.fail(e),
+        }
         self
     }
 

@@ -3,7 +3,36 @@
 //! `X-Gitlab-Token`, compared in constant time.
 //!
 //! A token proves who sent the request but signs nothing: not the body, not
-//! a time. Use it over HTTPS only. [`Verified::id`] is `Idempotency-Key`
+//! a time, so a captured request can be replayed forever. Use it over HTTPS
+//! only, and prefer GitLab's **signing token** where your GitLab offers it.
+//!
+//! # Signed webhooks: use [`StandardWebhooks`](super::StandardWebhooks)
+//!
+//! A GitLab webhook with a signing token (`whsec_<base64>` of 32 bytes, set
+//! in the webhook's settings or the hooks API's `signing_token`) is signed
+//! the Standard Webhooks way, with the same headers: `webhook-id` (the
+//! delivery's `Idempotency-Key`, the same across retries), `webhook-timestamp`
+//! and `webhook-signature: v1,<base64 HMAC-SHA256 of {id}.{timestamp}.{body}>`
+//! (gitlab-org/gitlab merge request 230944, "Add webhook HMAC signing token").
+//! Verify it with `StandardWebhooks::new(signing_token)`: the body and the
+//! time are signed, replays past 300 s are refused and retries deduplicated
+//! on `webhook-id`. The event type stays in `X-Gitlab-Event` (read it from
+//! the request). While GitLab sends both, the secret token adds nothing to
+//! the signature: verify the signature alone.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use webhooks_core::{Verifier, scheme::StandardWebhooks};
+//!
+//! let signing_token = "whsec_dGVzdHRlc3R0ZXN0dGVzdHRlc3R0ZXN0dGVzdHRlc3Q=";
+//! let gitlab = StandardWebhooks::new(signing_token)?;
+//! let headers = gitlab.sign_headers("0198f11a-5c4f-7d8e-b3f6-9e2d1c8a7b6f", 1_700_000_000, b"{}")?;
+//! let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_010);
+//! assert!(gitlab.verify(&headers, b"{}", now).is_ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # The secret token [`Verified::id`] is `Idempotency-Key`
 //! (the same across retries of one delivery), or `X-Gitlab-Event-UUID`
 //! without it; [`Verified::event_type`] is `X-Gitlab-Event` (`Push Hook`…).
 //!
@@ -25,6 +54,7 @@ use std::time::SystemTime;
 
 use http::{HeaderMap, HeaderName};
 use sha2::{Digest as _, Sha256};
+use zeroize::Zeroizing;
 
 use super::provider::matching_token;
 use super::{header, optional_header, signed_headers};
@@ -50,9 +80,10 @@ const SCHEME: &str = "gitlab";
 /// many tokens there are.
 #[derive(Clone)]
 pub struct GitLab {
-    tokens: Vec<[u8; 32]>,
-    /// The first token, for [`sign_headers`](Self::sign_headers).
-    first: String,
+    /// The tokens' digests, wiped on drop.
+    tokens: Zeroizing<Vec<[u8; 32]>>,
+    /// The first token, for [`sign_headers`](Self::sign_headers); wiped on drop.
+    first: Zeroizing<String>,
 }
 
 impl std::fmt::Debug for GitLab {
@@ -94,9 +125,23 @@ impl GitLab {
     }
 }
 
+impl GitLab {
+    /// The index of the token `X-Gitlab-Token` carries.
+    fn token_index(&self, headers: &HeaderMap) -> Result<usize, VerifyError> {
+        let token = header(headers, &TOKEN_NAME, TOKEN)?;
+        matching_token(&self.tokens, token.as_bytes()).ok_or(VerifyError::NoMatchingSignature)
+    }
+}
+
 impl Verifier for GitLab {
     fn scheme(&self) -> &'static str {
         SCHEME
+    }
+
+    /// The token is all there is to check: a wrong one is refused before
+    /// the body is read.
+    fn check_headers(&self, headers: &HeaderMap, _now: SystemTime) -> Result<(), VerifyError> {
+        self.token_index(headers).map(|_| ())
     }
 
     fn verify(
@@ -105,9 +150,7 @@ impl Verifier for GitLab {
         _body: &[u8],
         _now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let token = header(headers, &TOKEN_NAME, TOKEN)?;
-        let index = matching_token(&self.tokens, token.as_bytes())
-            .ok_or(VerifyError::NoMatchingSignature)?;
+        let index = self.token_index(headers)?;
         let id = match optional_header(headers, &IDEMPOTENCY_KEY_NAME, IDEMPOTENCY_KEY)? {
             Some(key) => Some(key),
             None => optional_header(headers, &EVENT_UUID_NAME, EVENT_UUID)?,
@@ -128,7 +171,7 @@ impl Verifier for GitLab {
 #[derive(Default)]
 #[must_use]
 pub struct GitLabBuilder {
-    tokens: Vec<String>,
+    tokens: Zeroizing<Vec<String>>,
 }
 
 impl std::fmt::Debug for GitLabBuilder {
@@ -163,8 +206,8 @@ impl GitLabBuilder {
     /// for one that cannot be a header value, [`ConfigError::NoKeys`] when
     /// none was added.
     pub fn build(self) -> Result<GitLab, ConfigError> {
-        let mut digests = Vec::with_capacity(self.tokens.len());
-        for token in &self.tokens {
+        let mut digests = Zeroizing::new(Vec::with_capacity(self.tokens.len()));
+        for token in self.tokens.iter() {
             if token.is_empty() {
                 return Err(ConfigError::Empty("token"));
             }
@@ -176,7 +219,7 @@ impl GitLabBuilder {
             }
             digests.push(Sha256::digest(token.as_bytes()).into());
         }
-        let first = self.tokens.into_iter().next().ok_or(ConfigError::NoKeys)?;
+        let first = Zeroizing::new(self.tokens.first().ok_or(ConfigError::NoKeys)?.clone());
         Ok(GitLab {
             tokens: digests,
             first,

@@ -574,8 +574,8 @@ impl Verifier for GenericHmac {
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
         match &self.public_url {
-            Some(public) => self.verify_url(&head.url(public)?, head.headers, body, now),
-            None => self.verify_url("", head.headers, body, now),
+            Some(public) => self.verify_url(&head.url(public)?, head.header_map(), body, now),
+            None => self.verify_url("", head.header_map(), body, now),
         }
     }
 }

@@ -30,8 +30,8 @@ use http::{HeaderMap, HeaderName};
 
 use super::provider::body_fields;
 use super::{
-    SecretList, Secrets, check_timestamp, encode_hex, header, optional_header, parse_timestamp,
-    prefixed_hex, signed_headers,
+    SecretList, Secrets, encode_hex, header, optional_header, parse_timestamp, prefixed_hex,
+    signed_headers,
 };
 use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
 
@@ -53,7 +53,8 @@ pub const LINEAR_TOLERANCE: Duration = Duration::from_secs(60);
 /// The signature is checked first (`400` when missing or not 64 hex
 /// digits, `401` when no secret matches); then the body's
 /// `webhookTimestamp` must be present (`400`) and within
-/// [`LINEAR_TOLERANCE`] (`401`).
+/// [`LINEAR_TOLERANCE`] (`401`), compared in milliseconds as the SDK does
+/// (60,000 ms either side accepted, 60,001 ms refused).
 #[derive(Clone)]
 pub struct Linear {
     secrets: Secrets,
@@ -99,26 +100,25 @@ impl Verifier for Linear {
         SCHEME
     }
 
+    fn check_headers(&self, headers: &HeaderMap, _now: SystemTime) -> Result<(), VerifyError> {
+        signature(headers).map(|_| ())
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let signature = prefixed_hex::<32>(
-            header(headers, &SIGNATURE_NAME, SIGNATURE)?,
-            "",
-            SIGNATURE,
-            "",
-            "not 64 hex digits",
-        )?;
+        let signature = signature(headers)?;
         let index = (self.secrets)
             .first_match(&signature, |m| m.update(body))
             .ok_or(VerifyError::NoMatchingSignature)?;
         let [millis] = body_fields(body, [TIMESTAMP_FIELD]);
         let millis = millis.ok_or(VerifyError::MissingHeader(TIMESTAMP_FIELD))?;
-        let timestamp = parse_timestamp(TIMESTAMP_FIELD, &millis)? / 1000;
-        check_timestamp(timestamp, now, self.tolerance)?;
+        let millis = parse_timestamp(TIMESTAMP_FIELD, &millis)?;
+        check_millis(millis, now, self.tolerance)?;
+        let timestamp = millis / 1000;
         Ok(Verified {
             scheme: SCHEME,
             id: optional_header(headers, &DELIVERY_NAME, DELIVERY)?.map(str::to_owned),
@@ -128,6 +128,37 @@ impl Verifier for Linear {
             scope: None,
             identity: Identity::Content,
         })
+    }
+}
+
+/// `Linear-Signature`, present and 64 hex digits.
+fn signature(headers: &HeaderMap) -> Result<[u8; 32], VerifyError> {
+    prefixed_hex::<32>(
+        header(headers, &SIGNATURE_NAME, SIGNATURE)?,
+        "",
+        SIGNATURE,
+        "",
+        "not 64 hex digits",
+    )
+}
+
+/// The two-sided window in milliseconds, as the SDK compares
+/// (linear/linear `packages/sdk/src/webhooks/client.ts`, `verify`:
+/// `Math.abs(new Date().getTime() - timestamp) > 1000 * 60` is refused):
+/// exactly 60,000 ms away is accepted, 60,001 ms refused.
+fn check_millis(millis: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
+    let now = match now.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => i128::try_from(d.as_millis()).unwrap_or(i128::MAX),
+        Err(e) => -i128::try_from(e.duration().as_millis()).unwrap_or(i128::MAX),
+    };
+    let ts = i128::from(millis);
+    let tol = i128::try_from(tolerance.as_millis()).unwrap_or(i128::MAX);
+    if ts < now.saturating_sub(tol) {
+        Err(VerifyError::TimestampTooOld)
+    } else if ts > now.saturating_add(tol) {
+        Err(VerifyError::TimestampTooNew)
+    } else {
+        Ok(())
     }
 }
 

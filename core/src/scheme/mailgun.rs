@@ -11,11 +11,18 @@
 //! form fields; both are read).
 //!
 //! Mailgun's signature covers the timestamp and the token, **not the event
-//! data**. What stops a captured signature from being sent again with other
-//! event data is the token: it is unique per request, so [`Verified::id`] is
-//! the token, and the receive pipeline's deduplication (keep it on) refuses a
-//! second request with the same one. The timestamp window bounds how long a
-//! token must be remembered; the default retention of a week is far longer.
+//! data**, and the signing key is account-wide. What stops a captured
+//! signature from being sent again with other event data, to the same route
+//! or to another route of the account, is the token: it is unique per
+//! request, so [`Verified::id`] is the token with
+//! [`Identity::ReplayToken`], and the receive pipeline claims it under
+//! [`REPLAY_NAMESPACE`](crate::receiver::REPLAY_NAMESPACE), the same for
+//! every route, whatever the route's namespace or custom dedup key, never
+//! failing open. **Use one shared store for every route of a Mailgun
+//! account** (and keep deduplication on): a route with a store of its own
+//! cannot see the tokens the others have seen. The timestamp window bounds
+//! how long a token must be remembered; the default retention of a week is
+//! far longer.
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
@@ -66,7 +73,8 @@ const MAX_TOKEN_LEN: usize = 256;
 /// * `signature` is 64 hex digits of HMAC-SHA256 over `{timestamp}{token}`
 ///   (as sent), keyed with the signing key;
 /// * a two-sided timestamp tolerance, 300 s by default;
-/// * [`Verified::id`] is the token (the replay guard: keep deduplication on),
+/// * [`Verified::id`] is the token (the replay guard, [`Identity::ReplayToken`]:
+///   keep deduplication on, one store shared by every route of the account),
 ///   [`Verified::event_type`] is `event-data.event` (or the form's `event`).
 ///   **Neither the event type nor the rest of the event data is signed**;
 ///   they are trustworthy only because the token is fresh and unique.
@@ -313,7 +321,7 @@ impl Verifier for Mailgun {
             event_type: fields.event.filter(|e| !e.is_empty()).map(Cow::into_owned),
             matched_key: MatchedKey::Secret(index),
             scope: None,
-            identity: Identity::SignedId,
+            identity: Identity::ReplayToken,
         })
     }
 }

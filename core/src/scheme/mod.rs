@@ -33,6 +33,10 @@
 //! says which one matched); empty secrets are refused when building; secrets
 //! never appear in `Debug` output. Each scheme has `sign`/`sign_headers`
 //! helpers producing what its provider would send, for tests and simulators.
+#![cfg_attr(
+    not(feature = "ed25519"),
+    doc = "\n\n[`Discord`]: https://docs.rs/webhooks-core/latest/webhooks_core/scheme/struct.Discord.html"
+)]
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -40,6 +44,8 @@ use std::time::{Duration, SystemTime};
 use ::hmac::digest::Output;
 use ::hmac::{Hmac, KeyInit, Mac};
 use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::HeaderLookup;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
@@ -126,12 +132,13 @@ macro_rules! url_signing_verifier {
                 body: &[u8],
                 now: ::std::time::SystemTime,
             ) -> Result<$crate::Verified, $crate::VerifyError> {
-                self.verify_url(&head.url(&self.public_url)?, head.headers, body, now)
+                self.verify_url(&head.url(&self.public_url)?, head.header_map(), body, now)
             }
         }
     };
 }
 
+mod credential;
 #[cfg(feature = "ed25519")]
 pub mod discord;
 pub mod github;
@@ -198,8 +205,10 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 /// A symmetric secret, pre-keyed for HMAC (SHA-256 unless `M` says otherwise).
 ///
 /// The key schedule (the inner and outer pads) is computed once when the
-/// verifier is built; each request clones the keyed state. `Debug` prints only
-/// the secret's length.
+/// verifier is built; each request clones the keyed state. The state is two
+/// digest cores that `sha2` and `sha1` (built with their `zeroize` feature)
+/// wipe when dropped, here and in every per-request clone. `Debug` prints
+/// only the secret's length.
 #[derive(Clone)]
 pub(crate) struct HmacKey<M = HmacSha256> {
     mac: M,
@@ -454,15 +463,14 @@ pub(crate) fn encode_base64(bytes: &[u8]) -> String {
 /// `name` is parsed once by the caller: looking a header up by `&str` parses
 /// and lower-cases the name on every request.
 pub(crate) fn optional_header<'h>(
-    headers: &'h HeaderMap,
+    headers: &'h (impl HeaderLookup + ?Sized),
     name: &HeaderName,
     shown: &'static str,
 ) -> Result<Option<&'h str>, VerifyError> {
-    match headers.get(name) {
+    match crate::headers::get_str(headers, name) {
         None => Ok(None),
         Some(value) => {
             let value = value
-                .to_str()
                 .map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?
                 .trim();
             Ok((!value.is_empty()).then_some(value))
@@ -531,13 +539,12 @@ pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 /// `name` is parsed once by the caller (a `static`, or at build): looking a
 /// header up by `&str` parses and lower-cases the name on every request.
 pub(crate) fn header<'h>(
-    headers: &'h HeaderMap,
+    headers: &'h (impl HeaderLookup + ?Sized),
     name: &HeaderName,
     shown: &'static str,
 ) -> Result<&'h str, VerifyError> {
-    let value = headers.get(name).ok_or(VerifyError::MissingHeader(shown))?;
-    value
-        .to_str()
+    crate::headers::get_str(headers, name)
+        .ok_or(VerifyError::MissingHeader(shown))?
         .map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))
 }
 
@@ -598,6 +605,22 @@ pub(crate) fn unix_seconds(t: SystemTime) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 25, item 8: every type that holds a secret wipes it on drop
+    /// (a compile-time check: without the digests' `zeroize` feature their
+    /// cores, which hold an HMAC key's pads, are not `ZeroizeOnDrop`).
+    #[test]
+    fn secrets_are_wiped_on_drop() {
+        use ::hmac::digest::block_api::CoreProxy;
+        fn wiped<T: zeroize::ZeroizeOnDrop>() {}
+        wiped::<<Sha256 as CoreProxy>::Core>();
+        wiped::<<sha1::Sha1 as CoreProxy>::Core>();
+        #[cfg(feature = "tenant")]
+        wiped::<tenant::Secret>();
+        #[cfg(feature = "ed25519")]
+        wiped::<ed25519_dalek::SigningKey>();
+        wiped::<zeroize::Zeroizing<Vec<u8>>>();
+    }
 
     #[test]
     fn tolerance_is_inclusive_and_two_sided() {

@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime};
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
+use super::credential::{self, OtherCredential};
 use super::provider::body_fields;
 use super::{
     HmacSha256, SecretList, Secrets, check_timestamp, decimal, decode_hex, encode_hex, header,
@@ -167,10 +168,25 @@ pub struct PaddleBuilder {
 
 debug_fields!(PaddleBuilder: secrets, tolerance);
 
+/// Paddle's API keys (live, sandbox).
+const API_KEYS: &[OtherCredential] = &[OtherCredential::prefixed(
+    &["pdl_live_apikey_", "pdl_sdbx_apikey_"],
+    "this is a Paddle API key, not a webhook secret: use the secret key of the \
+     notification destination (Developer tools > Notifications)",
+)];
+
 impl PaddleBuilder {
     /// Adds a secret key, used as the bytes given.
+    ///
+    /// A Paddle [API key](https://developer.paddle.com/api-reference/about/authentication)
+    /// (`pdl_live_apikey_…`, `pdl_sdbx_apikey_…`) is refused: Paddle signs
+    /// with the notification destination's secret key.
     pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
-        self.secrets.push(secret.as_ref());
+        let secret = secret.as_ref();
+        match credential::refuse(secret, API_KEYS) {
+            Ok(()) => self.secrets.push(secret),
+            Err(e) => self.secrets.fail(e),
+        }
         self
     }
 

@@ -35,6 +35,7 @@
 
 use std::borrow::Cow;
 use std::time::SystemTime;
+use zeroize::{Zeroize as _, Zeroizing};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -63,6 +64,15 @@ const MAX_DECODED_LEN: usize = MAX_AUTHORIZATION_LEN / 4 * 3;
 struct Credential {
     digest: [u8; 32],
 }
+
+/// The digest stands for the credential: wiped on drop.
+impl Drop for Credential {
+    fn drop(&mut self) {
+        self.digest.zeroize();
+    }
+}
+
+impl zeroize::ZeroizeOnDrop for Credential {}
 
 impl Credential {
     fn new(user: &str, password: &str) -> Self {
@@ -107,8 +117,9 @@ impl Credential {
 #[derive(Clone)]
 pub struct Postmark {
     credentials: Vec<Credential>,
-    /// `user:password` of the first credential, for [`Postmark::sign`].
-    first: Box<[u8]>,
+    /// `user:password` of the first credential, for [`Postmark::sign`];
+    /// wiped on drop.
+    first: Zeroizing<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Postmark {
@@ -277,7 +288,7 @@ impl Verifier for Postmark {
 #[must_use]
 pub struct PostmarkBuilder {
     credentials: Vec<Credential>,
-    first: Option<Vec<u8>>,
+    first: Option<Zeroizing<Vec<u8>>>,
     error: Option<ConfigError>,
 }
 
@@ -312,7 +323,7 @@ impl PostmarkBuilder {
         }
         self.credentials.push(Credential::new(user, password));
         self.first
-            .get_or_insert_with(|| format!("{user}:{password}").into_bytes());
+            .get_or_insert_with(|| Zeroizing::new(format!("{user}:{password}").into_bytes()));
         self
     }
 
@@ -329,7 +340,7 @@ impl PostmarkBuilder {
         let first = self.first.ok_or(ConfigError::NoKeys)?;
         Ok(Postmark {
             credentials: self.credentials,
-            first: first.into(),
+            first,
         })
     }
 }

@@ -35,6 +35,7 @@ use std::time::SystemTime;
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
+use super::credential::{self, OtherCredential};
 use super::{
     SecretList, Secrets, decode_base64_32, encode_base64, header, optional_header, signed_headers,
 };
@@ -146,10 +147,24 @@ pub struct ShopifyBuilder {
 
 debug_fields!(ShopifyBuilder: secrets, ..);
 
+/// Shopify's access tokens (public app, custom app, private app).
+const ACCESS_TOKENS: &[OtherCredential] = &[OtherCredential::prefixed(
+    &["shpat_", "shpca_", "shppa_"],
+    "this is a Shopify access token, not the client secret: use the app's \
+     client secret (API secret key)",
+)];
+
 impl ShopifyBuilder {
     /// Adds a client secret, used as the bytes given.
+    ///
+    /// An Admin API access token (`shpat_…`, `shpca_…`, `shppa_…`) is
+    /// refused: Shopify signs webhooks with the app's client secret.
     pub fn secret(mut self, client_secret: impl AsRef<[u8]>) -> Self {
-        self.secrets.push(client_secret.as_ref());
+        let secret = client_secret.as_ref();
+        match credential::refuse(secret, ACCESS_TOKENS) {
+            Ok(()) => self.secrets.push(secret),
+            Err(e) => self.secrets.fail(e),
+        }
         self
     }
 

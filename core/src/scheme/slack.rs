@@ -3,10 +3,14 @@
 //! with the timestamp in `X-Slack-Request-Timestamp`.
 //!
 //! Slack puts no delivery id in a header. Events API payloads carry one in the
-//! body (`event_id`), so deduplicate with
-//! [`ReceiverBuilder::dedup_key_json_pointer`](crate::ReceiverBuilder::dedup_key_json_pointer)`("/event_id")`,
-//! or any key of your own with [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key);
+//! signed body (`event_id`): it is reported as [`Verified::id`], so a retry
+//! is a duplicate. Deduplicate on any key of your own with
+//! [`ReceiverBuilder::dedup_key`](crate::ReceiverBuilder::dedup_key);
 //! slash commands and interactivity payloads are not retried and need none.
+//!
+//! The `url_verification` request Slack sends when the Events API URL is
+//! saved is answered by a receive pipeline itself, with its `challenge`,
+//! once verified, in both modes (see [`Handshake`](crate::Handshake)).
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
@@ -34,6 +38,7 @@ use std::time::{Duration, SystemTime};
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
+use super::credential::{self, OtherCredential};
 use super::{
     DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, encode_hex, header,
     parse_timestamp, prefixed_hex, signed_headers,
@@ -53,7 +58,8 @@ const SCHEME: &str = "slack";
 /// * headers `X-Slack-Request-Timestamp` and `X-Slack-Signature: v0=<64 hex digits>`;
 /// * signed content `v0:{timestamp}:{body}`, the timestamp exactly as sent;
 /// * a two-sided timestamp tolerance, 300 s by default (what Slack recommends);
-/// * no delivery id or event type header: [`Verified::id`] is `None`.
+/// * no delivery id or event type header: [`Verified::id`] is the Events
+///   API body's `event_id`, `None` for other payloads.
 #[derive(Clone)]
 pub struct Slack {
     secrets: Secrets,
@@ -140,7 +146,7 @@ impl Verifier for Slack {
             .ok_or(VerifyError::NoMatchingSignature)?;
         Ok(Verified {
             scheme: SCHEME,
-            id: None,
+            id: event_id(body),
             timestamp: Some(timestamp),
             event_type: None,
             matched_key: MatchedKey::Secret(index),
@@ -148,6 +154,37 @@ impl Verifier for Slack {
             identity: Identity::SignedId,
         })
     }
+
+    /// Slack's `url_verification` (sent when the Events API URL is saved):
+    /// answered with its `challenge`, as text.
+    fn handshake(&self, _: &Verified, body: &[u8]) -> Option<crate::Handshake> {
+        #[derive(serde::Deserialize)]
+        struct Verification {
+            #[serde(rename = "type")]
+            kind: String,
+            challenge: String,
+        }
+        let marker = b"\"url_verification\"";
+        if body.first() != Some(&b'{') || !body.windows(marker.len()).any(|w| w == marker) {
+            return None;
+        }
+        let verification: Verification = serde_json::from_slice(body).ok()?;
+        (verification.kind == "url_verification")
+            .then(|| crate::Handshake::text(verification.challenge))
+    }
+}
+
+/// The Events API's `event_id`, signed with the body; `None` for a body
+/// that is not a JSON object with one (slash commands, interactivity).
+fn event_id(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        event_id: Option<String>,
+    }
+    if body.first() != Some(&b'{') {
+        return None;
+    }
+    serde_json::from_slice::<Envelope>(body).ok()?.event_id
 }
 
 /// Builds a [`Slack`] verifier.
@@ -162,10 +199,28 @@ pub struct SlackBuilder {
 
 debug_fields!(SlackBuilder: secrets, tolerance, ..);
 
+/// Slack's token types (bot, user, app-level, workspace, refresh,
+/// configuration), none of which signs requests.
+const TOKENS: &[OtherCredential] = &[OtherCredential::prefixed(
+    &[
+        "xoxb-", "xoxp-", "xapp-", "xoxa-", "xoxr-", "xoxe-", "xoxe.",
+    ],
+    "this is a Slack token, not the signing secret: use the app's Signing \
+     Secret (Basic Information > App Credentials)",
+)];
+
 impl SlackBuilder {
     /// Adds a signing secret, used as the bytes given.
+    ///
+    /// A Slack [token](https://docs.slack.dev/authentication/tokens) (`xoxb-…`,
+    /// `xoxp-…`, `xapp-…`…) is refused: Slack signs requests with the app's
+    /// Signing Secret.
     pub fn secret(mut self, signing_secret: impl AsRef<[u8]>) -> Self {
-        self.secrets.push(signing_secret.as_ref());
+        let secret = signing_secret.as_ref();
+        match credential::refuse(secret, TOKENS) {
+            Ok(()) => self.secrets.push(secret),
+            Err(e) => self.secrets.fail(e),
+        }
         self
     }
 

@@ -21,7 +21,17 @@
 //! | topic not allowed, certificate URL not `https` on an allowed host | `401` ([`VerifyError::UnknownKey`]), nothing fetched |
 //! | signature does not verify | `401` |
 //! | `Timestamp` older than [`max_age`](SnsBuilder::max_age), when set | `401` |
+//! | `Signature` not the length of an RSA signature; `SignatureVersion` `1` with [`require_signature_version(2)`](SnsBuilder::require_signature_version) | `400`, nothing fetched |
 //! | the certificate cannot be fetched or read | `503` ([`VerifyError::KeyLookupUnavailable`]): SNS retries |
+//! | that certificate URL failed within [`failure_ttl`](SnsBuilder::failure_ttl), or the [fetch budget](SnsBuilder::fetch_rate) is spent | `503`, nothing fetched |
+//!
+//! Certificates are cached by path: letter case in the host, or another
+//! allowed host, does not make another fetch once a certificate is cached.
+//! A failure is remembered for its URL (lowercase host and path), so that a
+//! made-up region cannot stop the real one. One fetch per URL runs at a
+//! time; requests arriving meanwhile wait for its answer. Set the
+//! topic's `SignatureVersion` to `2` and call
+//! [`require_signature_version(2)`](SnsBuilder::require_signature_version).
 //!
 //! [`Verified::id`] is `MessageId` (SNS retries a delivery with the same one),
 //! [`Verified::event_type`] is `Type`, [`Verified::timestamp`] is `Timestamp`.
@@ -40,6 +50,12 @@
 //! fetcher, after checking that it is on an allowed host, for an allowed
 //! topic), or confirm it yourself with the `Token` and the `ConfirmSubscription`
 //! API. Answer 2xx once confirmed.
+//!
+//! Or let the receive pipeline answer it: with
+//! [`SnsBuilder::on_subscription_confirmation`], each verified confirmation
+//! is handed to your hook and answered `200` by the library, in both modes,
+//! without being stored or reaching the handler (confirming stays your
+//! outbound call).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -75,6 +91,10 @@
 //! assert_eq!(verified.event_type.as_deref(), Some("Notification"));
 //! # Ok(()) }
 //! ```
+#![cfg_attr(
+    not(feature = "sns-reqwest"),
+    doc = "\n\n[`ReqwestFetcher`]: https://docs.rs/webhooks-core/latest/webhooks_core/scheme/sns/struct.ReqwestFetcher.html"
+)]
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -107,9 +127,24 @@ pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(24 * 3600);
 /// How many certificates are kept by default (SNS uses a handful).
 pub const DEFAULT_CACHE_CAPACITY: usize = 64;
 /// The largest certificate [`ReqwestFetcher`] reads.
+#[cfg_attr(
+    not(feature = "sns-reqwest"),
+    doc = "\n\n[`ReqwestFetcher`]: https://docs.rs/webhooks-core/latest/webhooks_core/scheme/sns/struct.ReqwestFetcher.html"
+)]
 pub const MAX_CERTIFICATE_LEN: usize = 64 * 1024;
 /// The longest signature read: 4096-bit RSA is 512 bytes, 684 base64 characters.
 const MAX_SIGNATURE_LEN: usize = 1024;
+/// The lengths an RSA signature can have (1024- to 4096-bit keys): anything
+/// else is refused before a certificate is fetched.
+const RSA_SIGNATURE_LENS: [usize; 4] = [128, 256, 384, 512];
+/// How long a failed certificate fetch is remembered by default: requests
+/// naming that certificate are answered `503` without fetching again.
+pub const DEFAULT_FAILURE_TTL: Duration = Duration::from_secs(30);
+/// How many certificate fetches may start per [`DEFAULT_FETCH_WINDOW`] by
+/// default; past that, requests needing a fetch are answered `503`.
+pub const DEFAULT_MAX_FETCHES: u32 = 10;
+/// The window of [`DEFAULT_MAX_FETCHES`].
+pub const DEFAULT_FETCH_WINDOW: Duration = Duration::from_secs(60);
 /// The longest `Message`/`MessageId`… is bounded by the body limit; ids
 /// reach the dedup store and logs, so they are bounded here.
 const MAX_ID_LEN: usize = 256;
@@ -137,6 +172,10 @@ impl FetchError {
 /// redirects (they would leave the checked host). A request dropped while it
 /// fetches leaves nothing behind: the key is cached only once parsed.
 /// Concurrent first requests for a certificate may each fetch it.
+#[cfg_attr(
+    not(feature = "sns-reqwest"),
+    doc = "\n\n[`ReqwestFetcher`]: https://docs.rs/webhooks-core/latest/webhooks_core/scheme/sns/struct.ReqwestFetcher.html"
+)]
 #[async_trait::async_trait]
 pub trait CertificateFetcher: Send + Sync + 'static {
     /// The response body of a GET of `url` (a 2xx answer; anything else is an error).
@@ -191,6 +230,8 @@ impl ReqwestFetcher {
     /// # let _ = fetcher; Ok(()) }
     /// ```
     pub fn client_builder() -> reqwest::ClientBuilder {
+        // reqwest takes rustls' process default: ring, as every TLS feature.
+        crate::tls::use_ring();
         reqwest::Client::builder()
             .https_only(true)
             .redirect(reqwest::redirect::Policy::none())
@@ -618,47 +659,144 @@ fn is_certificate_path(path: &str) -> bool {
         })
 }
 
-/// A small TTL cache of parsed certificate keys, by URL.
+/// Parsed certificate keys by certificate path (the host is one of the
+/// allowed SNS hosts, whose letter case and region do not name another
+/// certificate); by normalised URL (lowercase host), the failures of the
+/// last fetches and the fetches in flight (one per URL at a time); and the
+/// fetch rate.
 struct KeyCache {
     map: Mutex<HashMap<String, (Arc<PublicKey>, Instant)>>,
     ttl: Duration,
     capacity: usize,
+    /// URLs whose last fetch failed, until when.
+    failures: Mutex<HashMap<String, Instant>>,
+    failure_ttl: Duration,
+    /// One lock per URL being fetched: later requests wait for the first
+    /// one's answer instead of fetching again.
+    in_flight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Fetches started in the current window, and when it began.
+    rate: Mutex<(Instant, u32)>,
+    max_fetches: u32,
+    fetch_window: Duration,
 }
 
 impl KeyCache {
-    fn get(&self, url: &str) -> Option<Arc<PublicKey>> {
+    fn new(ttl: Duration, capacity: usize, failure_ttl: Duration, rate: (u32, Duration)) -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            ttl,
+            capacity,
+            failures: Mutex::new(HashMap::new()),
+            failure_ttl,
+            in_flight: Mutex::new(HashMap::new()),
+            rate: Mutex::new((Instant::now(), 0)),
+            max_fetches: rate.0,
+            fetch_window: rate.1,
+        }
+    }
+
+    fn get(&self, path: &str) -> Option<Arc<PublicKey>> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let (key, expires) = map.get(url)?;
+        let (key, expires) = map.get(path)?;
         if *expires > Instant::now() {
             return Some(Arc::clone(key));
         }
-        map.remove(url);
+        map.remove(path);
         None
     }
 
-    fn insert(&self, url: &str, key: Arc<PublicKey>) {
+    fn insert(&self, path: &str, key: Arc<PublicKey>) {
         if self.capacity == 0 || self.ttl.is_zero() {
             return;
         }
         let now = Instant::now();
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= self.capacity && !map.contains_key(url) {
-            map.retain(|_, (_, expires)| *expires > now);
-            if map.len() >= self.capacity
-                && let Some(oldest) = map
-                    .iter()
-                    .min_by_key(|(_, (_, expires))| *expires)
-                    .map(|(k, _)| k.clone())
-            {
-                map.remove(&oldest);
+        let entry = (key, now + self.ttl);
+        insert_bounded(&mut map, self.capacity, now, path, entry, |v| v.1);
+    }
+
+    /// Whether the last fetch of `path` failed recently.
+    fn failed_recently(&self, path: &str) -> bool {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        match failures.get(path) {
+            Some(until) if *until > Instant::now() => true,
+            Some(_) => {
+                failures.remove(path);
+                false
             }
+            None => false,
         }
-        map.insert(url.to_owned(), (key, now + self.ttl));
+    }
+
+    fn failed(&self, path: &str) {
+        if self.failure_ttl.is_zero() {
+            return;
+        }
+        let now = Instant::now();
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        // Bounded like the keys, but apart: failures never evict a key.
+        let until = now + self.failure_ttl;
+        insert_bounded(&mut failures, self.capacity.max(1), now, path, until, |v| {
+            *v
+        });
+    }
+
+    /// The lock that serialises the fetches of `path`.
+    fn flight(&self, path: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(in_flight.entry(path.to_owned()).or_default())
+    }
+
+    /// Forgets the lock of `path` once nobody else holds or waits for it.
+    fn landed(&self, path: &str, flight: Arc<tokio::sync::Mutex<()>>) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        // The map's reference and this one: nobody else has it.
+        if Arc::strong_count(&flight) <= 2 {
+            in_flight.remove(path);
+        }
+    }
+
+    /// Takes one fetch from the rate budget; `false` when it is spent.
+    fn may_fetch(&self) -> bool {
+        let now = Instant::now();
+        let mut rate = self.rate.lock().unwrap_or_else(|e| e.into_inner());
+        if now.duration_since(rate.0) >= self.fetch_window {
+            *rate = (now, 0);
+        }
+        if rate.1 >= self.max_fetches {
+            return false;
+        }
+        rate.1 += 1;
+        true
     }
 
     fn len(&self) -> usize {
         self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
+}
+
+/// Inserts into a map of at most `capacity` entries: when full, expired
+/// entries go first, then the one expiring soonest.
+fn insert_bounded<V>(
+    map: &mut HashMap<String, V>,
+    capacity: usize,
+    now: Instant,
+    key: &str,
+    value: V,
+    expires: impl Fn(&V) -> Instant,
+) {
+    if map.len() >= capacity && !map.contains_key(key) {
+        map.retain(|_, v| expires(v) > now);
+        if map.len() >= capacity
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, v)| expires(v))
+                .map(|(k, _)| k.clone())
+        {
+            map.remove(&oldest);
+        }
+    }
+    map.insert(key.to_owned(), value);
 }
 
 /// The RSA key of a certificate, PEM or DER.
@@ -704,8 +842,15 @@ pub struct Sns {
     /// `None`: any topic.
     topics: Option<Vec<String>>,
     max_age: Option<Duration>,
+    /// The lowest `SignatureVersion` accepted.
+    min_version: SignatureVersion,
     cache: KeyCache,
+    /// The hook verified `SubscriptionConfirmation`s go to, if any.
+    on_confirmation: Option<ConfirmationHook>,
 }
+
+/// What [`SnsBuilder::on_subscription_confirmation`] calls.
+type ConfirmationHook = Arc<dyn Fn(SnsMessage) + Send + Sync>;
 
 impl fmt::Debug for Sns {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -714,6 +859,7 @@ impl fmt::Debug for Sns {
             .field("hosts", &self.hosts.hosts)
             .field("topics", &self.topics.as_ref().map(Vec::len))
             .field("max_age", &self.max_age)
+            .field("min_version", &self.min_version)
             .field("cached_certificates", &self.cache.len())
             .finish_non_exhaustive()
     }
@@ -731,6 +877,10 @@ impl Sns {
             max_age: None,
             cache_ttl: DEFAULT_CACHE_TTL,
             cache_capacity: DEFAULT_CACHE_CAPACITY,
+            on_confirmation: None,
+            failure_ttl: DEFAULT_FAILURE_TTL,
+            fetch_rate: (DEFAULT_MAX_FETCHES, DEFAULT_FETCH_WINDOW),
+            min_version: 1,
         }
     }
 
@@ -772,21 +922,54 @@ impl Sns {
         Ok(())
     }
 
-    /// The signing key at `url`, from the cache or fetched.
-    async fn key(&self, url: &str) -> Result<Arc<PublicKey>, VerifyError> {
-        if let Some(key) = self.cache.get(url) {
+    /// The signing key of the certificate at `path` on `host` (an allowed
+    /// host, lowercase), from the cache or fetched: one fetch per
+    /// certificate at a time, none while its last failure is recent or the
+    /// fetch budget is spent.
+    async fn key(&self, host: &str, path: &str) -> Result<Arc<PublicKey>, VerifyError> {
+        if let Some(key) = self.cache.get(path) {
             return Ok(key);
         }
-        let bytes = self.fetcher.fetch(url).await.map_err(|e| {
-            tracing::warn!(error = %e, source = ?Error::source(&e), "SNS signing certificate fetch failed");
-            VerifyError::KeyLookupUnavailable
-        })?;
-        let key = certificate_key(&bytes).ok_or_else(|| {
+        // Failures and fetches go by the normalised URL: a failure on one
+        // host (a made-up region) must not stop the certificate's real host.
+        let url = format!("https://{host}{path}");
+        let flight = self.cache.flight(&url);
+        let fetched = {
+            let _only_fetch = flight.lock().await;
+            self.fetch_key(&url, path).await
+        };
+        self.cache.landed(&url, flight);
+        fetched
+    }
+
+    /// [`key`](Self::key) once this request holds the URL's lock.
+    async fn fetch_key(&self, url: &str, path: &str) -> Result<Arc<PublicKey>, VerifyError> {
+        // Another request may have fetched it (or failed) while this one waited.
+        if let Some(key) = self.cache.get(path) {
+            return Ok(key);
+        }
+        if self.cache.failed_recently(url) {
+            return Err(VerifyError::KeyLookupUnavailable);
+        }
+        if !self.cache.may_fetch() {
+            tracing::warn!("SNS certificate fetch budget spent; answering 503");
+            return Err(VerifyError::KeyLookupUnavailable);
+        }
+        let bytes = match self.fetcher.fetch(url).await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::warn!(error = %e, source = ?Error::source(&e), "SNS signing certificate fetch failed");
+                self.cache.failed(url);
+                return Err(VerifyError::KeyLookupUnavailable);
+            }
+        };
+        let Some(key) = certificate_key(&bytes) else {
             tracing::warn!("SNS signing certificate is not an X.509 certificate with an RSA key");
-            VerifyError::KeyLookupUnavailable
-        })?;
+            self.cache.failed(url);
+            return Err(VerifyError::KeyLookupUnavailable);
+        };
         let key = Arc::new(key);
-        self.cache.insert(url, Arc::clone(&key));
+        self.cache.insert(path, Arc::clone(&key));
         Ok(key)
     }
 }
@@ -829,6 +1012,19 @@ impl RequestVerifier for Sns {
         let signature = B64
             .decode(signature)
             .map_err(|_| VerifyError::malformed_field("Signature", "not base64"))?;
+        // Nothing is fetched for a signature no RSA key could have made.
+        if !RSA_SIGNATURE_LENS.contains(&signature.len()) {
+            return Err(VerifyError::malformed_field(
+                "Signature",
+                "not the length of an RSA signature",
+            ));
+        }
+        if version == SignatureVersion::V1 && self.min_version == SignatureVersion::V2 {
+            return Err(VerifyError::malformed_field(
+                "SignatureVersion",
+                "version 2 (SHA256withRSA) is required",
+            ));
+        }
         let message_id = required(&fields.message_id, "MessageId")?;
         if message_id.is_empty()
             || message_id.len() > MAX_ID_LEN
@@ -865,7 +1061,7 @@ impl RequestVerifier for Sns {
                 return Err(VerifyError::TimestampTooNew);
             }
         }
-        let key = self.key(url).await?;
+        let key = self.key(&host, path).await?;
         let (digest, padding) = version.digest(canonical.as_bytes());
         key.verify(padding, &digest, &signature)
             .map_err(|_| VerifyError::NoMatchingSignature)?;
@@ -883,6 +1079,26 @@ impl RequestVerifier for Sns {
             identity: Identity::SignedId,
         })
     }
+
+    fn handshake(&self, verified: &Verified, body: &[u8]) -> Option<crate::Handshake> {
+        let hook = self.on_confirmation.as_ref()?;
+        if verified.event_type.as_deref() != Some("SubscriptionConfirmation") {
+            return None;
+        }
+        let message: SnsMessage = serde_json::from_slice(body).ok()?;
+        if message
+            .subscribe_url
+            .as_deref()
+            .is_some_and(|url| self.allows_host_of(url))
+        {
+            hook(message);
+        } else {
+            tracing::warn!(
+                "SNS SubscriptionConfirmation whose SubscribeURL is not on an allowed host; not handed to the hook"
+            );
+        }
+        Some(crate::Handshake::empty())
+    }
 }
 
 /// Builds an [`Sns`] verifier.
@@ -896,6 +1112,10 @@ pub struct SnsBuilder {
     max_age: Option<Duration>,
     cache_ttl: Duration,
     cache_capacity: usize,
+    on_confirmation: Option<ConfirmationHook>,
+    failure_ttl: Duration,
+    fetch_rate: (u32, Duration),
+    min_version: u8,
 }
 
 impl fmt::Debug for SnsBuilder {
@@ -965,6 +1185,50 @@ impl SnsBuilder {
         self
     }
 
+    /// Hands each verified `SubscriptionConfirmation` to `hook`, and has a
+    /// receive pipeline answer it `200` itself, in both modes, without
+    /// storing it or running the handler (see
+    /// [`Handshake`](crate::Handshake)). Confirming is an outbound call
+    /// your application must allow: GET the message's `SubscribeURL` (the
+    /// hook runs only when it is `https` on an allowed SNS host) or call
+    /// `ConfirmSubscription` with its `Token`, from a task of yours (the
+    /// hook must not block). Without a hook, confirmations reach the
+    /// handler (or the inbox) like any message.
+    pub fn on_subscription_confirmation(
+        mut self,
+        hook: impl Fn(SnsMessage) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_confirmation = Some(Arc::new(hook));
+        self
+    }
+
+    /// How long a failed certificate fetch (an error, or an answer that is
+    /// not a certificate) is remembered: meanwhile messages naming that
+    /// certificate are answered `503` without fetching (default 30 s; SNS
+    /// retries later). Zero: every such message fetches again.
+    pub fn failure_ttl(mut self, ttl: Duration) -> Self {
+        self.failure_ttl = ttl;
+        self
+    }
+
+    /// At most `max` certificate fetches start per `window` (default 10 per
+    /// minute); past that, messages whose certificate is not cached are
+    /// answered `503` without fetching. SNS uses a handful of certificates,
+    /// so only forged messages naming many exhaust it.
+    pub fn fetch_rate(mut self, max: u32, window: Duration) -> Self {
+        self.fetch_rate = (max, window);
+        self
+    }
+
+    /// Refuses messages signed with an older `SignatureVersion` (`400`):
+    /// `2` accepts only SHA256withRSA, `1` (the default) also SHA1withRSA.
+    /// Recommended: set the topic's `SignatureVersion` attribute to `2` and
+    /// call `require_signature_version(2)`.
+    pub fn require_signature_version(mut self, version: u8) -> Self {
+        self.min_version = version;
+        self
+    }
+
     /// The verifier.
     ///
     /// # Errors
@@ -977,6 +1241,15 @@ impl SnsBuilder {
                 "name the accepted topic ARNs (topic_arn) or allow any_topic",
             ));
         }
+        let min_version = match self.min_version {
+            1 => SignatureVersion::V1,
+            2 => SignatureVersion::V2,
+            _ => {
+                return Err(ConfigError::Setting(
+                    "require_signature_version takes 1 or 2",
+                ));
+            }
+        };
         if self.topics.iter().any(String::is_empty)
             || self.hosts.iter().any(String::is_empty)
             || self.regions.iter().flatten().any(String::is_empty)
@@ -991,11 +1264,14 @@ impl SnsBuilder {
             },
             topics: (!self.any_topic).then_some(self.topics),
             max_age: self.max_age,
-            cache: KeyCache {
-                map: Mutex::new(HashMap::new()),
-                ttl: self.cache_ttl,
-                capacity: self.cache_capacity,
-            },
+            on_confirmation: self.on_confirmation,
+            min_version,
+            cache: KeyCache::new(
+                self.cache_ttl,
+                self.cache_capacity,
+                self.failure_ttl,
+                self.fetch_rate,
+            ),
         })
     }
 }

@@ -13,12 +13,15 @@ use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 type VerifyingKey = std::convert::Infallible;
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
+use zeroize::Zeroizing;
 
 use super::{
     DEFAULT_TOLERANCE, HmacKey, HmacSha256, SecretList, Secrets, check_timestamp, decimal,
     decode_base64_32, parse_timestamp, signed_headers,
 };
-use crate::{ConfigError, Identity, MatchedKey, Verified, Verifier, VerifyError};
+use crate::{
+    ConfigError, HeaderLookup, Identity, MatchedKey, RequestHead, Verified, Verifier, VerifyError,
+};
 
 const ID: &[&str] = &["webhook-id", "svix-id"];
 const TIMESTAMP: &[&str] = &["webhook-timestamp", "svix-timestamp"];
@@ -44,12 +47,13 @@ const MAX_ENTRIES: usize = 32;
 /// The most ed25519 checks one request may cost (or the number of trusted
 /// keys, if greater). Each check hashes the whole signed content (ed25519
 /// hashes `R‖A‖content`, so checks share no work), and each pair of a
-/// signature and a trusted key is a check: the first `MAX_V1A_CHECKS / keys`
-/// distinct well-formed `v1a` signatures (at least one) are tried against
-/// every trusted key, the rest ignored. With one or two trusted keys, the two
-/// signatures a sender sends while rotating its own key are both tried.
+/// signature and a trusted key is a check: the distinct well-formed `v1a`
+/// signatures are tried in the order listed, each against every trusted key,
+/// until this many pairs are spent. With up to 4 trusted keys, the two
+/// signatures a sender lists while rotating its own key both meet every key,
+/// whichever is listed first.
 #[cfg(feature = "ed25519")]
-const MAX_V1A_CHECKS: usize = 4;
+const MAX_V1A_CHECKS: usize = 8;
 const SCHEME: &str = "standard-webhooks";
 
 /// Verifies [Standard Webhooks](https://www.standardwebhooks.com/) deliveries.
@@ -60,9 +64,10 @@ const SCHEME: &str = "standard-webhooks";
 /// * `v1,<base64 HMAC-SHA256>` against any configured secret, and
 ///   `v1a,<base64 ed25519>` against any configured public key (a trust list you
 ///   configure, never a key taken from the request); at most 32 entries are
-///   read, and at most 4 ed25519 checks made (each costs a pass over the
-///   body): the first `4 / keys` distinct well-formed `v1a` signatures, at
-///   least one, against each trusted key;
+///   read, and at most 8 ed25519 checks made (each costs a pass over the
+///   body; or one per trusted key if there are more than 8): each distinct
+///   well-formed `v1a` signature, in the order listed, against each trusted
+///   key, until 8 (signature, key) pairs are spent;
 /// * a two-sided timestamp tolerance, 300 s by default.
 ///
 /// ```
@@ -180,15 +185,13 @@ fn standard_headers(id: &str, timestamp: u64, signature: &str) -> Result<HeaderM
 /// The value of the first of `names` present, as visible ASCII, with its
 /// name (from `shown`, in the same order) for errors.
 fn header<'h>(
-    headers: &'h HeaderMap,
+    headers: &'h dyn HeaderLookup,
     names: &[HeaderName],
     shown: &[&'static str],
 ) -> Result<(&'static str, &'h str), VerifyError> {
     for (name, &shown) in names.iter().zip(shown) {
-        if let Some(value) = headers.get(name) {
-            let value = value
-                .to_str()
-                .map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?;
+        if let Some(value) = crate::headers::get_str(headers, name) {
+            let value = value.map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?;
             return Ok((shown, value));
         }
     }
@@ -231,30 +234,71 @@ impl Verifier for StandardWebhooks {
         SCHEME
     }
 
+    fn check_headers(&self, headers: &HeaderMap, now: SystemTime) -> Result<(), VerifyError> {
+        self.check_lookup(headers, now)
+    }
+
+    // The two the pipeline calls read the request's headers in place.
+    fn check_request_head(
+        &self,
+        head: RequestHead<'_>,
+        now: SystemTime,
+    ) -> Result<(), VerifyError> {
+        self.check_lookup(head.headers, now)
+    }
+
+    fn verify_head(
+        &self,
+        head: RequestHead<'_>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        self.verify_lookup(head.headers, body, now)
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
         body: &[u8],
         now: SystemTime,
     ) -> Result<Verified, VerifyError> {
-        let (_, id) = header(headers, &ID_NAMES, ID)?;
-        let (ts_name, ts_raw) = header(headers, &TIMESTAMP_NAMES, TIMESTAMP)?;
-        let (sig_name, signatures) = header(headers, &SIGNATURE_NAMES, SIGNATURE)?;
-        if id.is_empty() {
-            return Err(VerifyError::malformed(ID[0], "empty"));
+        self.verify_lookup(headers, body, now)
+    }
+}
+
+impl StandardWebhooks {
+    /// [`Verifier::check_headers`], on any [`HeaderLookup`].
+    fn check_lookup(&self, headers: &dyn HeaderLookup, now: SystemTime) -> Result<(), VerifyError> {
+        let head = self.head(headers, now)?;
+        if !head.signatures.split(' ').any(|e| !e.is_empty()) {
+            return Err(VerifyError::malformed(head.sig_name, "no signatures"));
         }
-        // The signed timestamp is the header's own text (trimmed), exactly as
-        // sent (a header value is visible ASCII: ASCII trimming is all).
-        let ts_trimmed = ts_raw.trim_ascii();
-        let timestamp = parse_timestamp(ts_name, ts_trimmed)?;
-        check_timestamp(timestamp, now, self.tolerance)?;
-        let ts_text = ts_trimmed.as_bytes();
+        Ok(())
+    }
+
+    /// [`Verifier::verify`], on any [`HeaderLookup`].
+    fn verify_lookup(
+        &self,
+        headers: &dyn HeaderLookup,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Verified, VerifyError> {
+        let Head {
+            id,
+            timestamp,
+            ts_text,
+            sig_name,
+            signatures,
+        } = self.head(headers, now)?;
 
         let mut v1: [[u8; 32]; MAX_ENTRIES] = [[0; 32]; MAX_ENTRIES];
         let mut n_v1 = 0;
-        // Distinct well-formed v1a signatures, as many as the check budget allows.
+        // Distinct well-formed v1a signatures, as many as can meet at least
+        // one key within the check budget.
         #[cfg(feature = "ed25519")]
-        let v1a_limit = (MAX_V1A_CHECKS / self.public_keys.len().max(1)).max(1);
+        let v1a_budget = MAX_V1A_CHECKS.max(self.public_keys.len());
+        #[cfg(feature = "ed25519")]
+        let v1a_limit = v1a_budget.div_ceil(self.public_keys.len().max(1));
         #[cfg(feature = "ed25519")]
         let mut v1a: Vec<Signature> = Vec::new();
         #[cfg(not(feature = "ed25519"))]
@@ -323,17 +367,58 @@ impl Verifier for StandardWebhooks {
         #[cfg(feature = "ed25519")]
         if !v1a.is_empty() {
             // The signed content is built once; each check hashes it once.
+            // The budget is spent per (signature, key) pair: every signature
+            // in turn meets every trusted key while pairs remain.
             let content = signed_content(id, ts_text, body);
-            for (index, key) in self.public_keys.iter().enumerate() {
-                if v1a
-                    .iter()
-                    .any(|sig| key.verify_strict(&content, sig).is_ok())
-                {
+            let pairs = v1a.iter().flat_map(|sig| {
+                (self.public_keys.iter().enumerate()).map(move |(index, key)| (sig, index, key))
+            });
+            for (sig, index, key) in pairs.take(v1a_budget) {
+                if key.verify_strict(&content, sig).is_ok() {
                     return Ok(verified(MatchedKey::PublicKey(index)));
                 }
             }
         }
         Err(VerifyError::NoMatchingSignature)
+    }
+}
+
+/// What the headers say, checked: everything but the signatures' match.
+struct Head<'h> {
+    id: &'h str,
+    timestamp: u64,
+    /// The signed timestamp as sent (trimmed).
+    ts_text: &'h [u8],
+    sig_name: &'static str,
+    signatures: &'h str,
+}
+
+impl StandardWebhooks {
+    /// The three headers, present and well-formed, the timestamp within the
+    /// tolerance: what can be checked before the body is read.
+    fn head<'h>(
+        &self,
+        headers: &'h dyn HeaderLookup,
+        now: SystemTime,
+    ) -> Result<Head<'h>, VerifyError> {
+        let (_, id) = header(headers, &ID_NAMES, ID)?;
+        let (ts_name, ts_raw) = header(headers, &TIMESTAMP_NAMES, TIMESTAMP)?;
+        let (sig_name, signatures) = header(headers, &SIGNATURE_NAMES, SIGNATURE)?;
+        if id.is_empty() {
+            return Err(VerifyError::malformed(ID[0], "empty"));
+        }
+        // The signed timestamp is the header's own text (trimmed), exactly as
+        // sent (a header value is visible ASCII: ASCII trimming is all).
+        let ts_trimmed = ts_raw.trim_ascii();
+        let timestamp = parse_timestamp(ts_name, ts_trimmed)?;
+        check_timestamp(timestamp, now, self.tolerance)?;
+        Ok(Head {
+            id,
+            timestamp,
+            ts_text: ts_trimmed.as_bytes(),
+            sig_name,
+            signatures,
+        })
     }
 }
 
@@ -363,7 +448,7 @@ impl StandardWebhooksBuilder {
     /// secrets in another form.
     pub fn secret(self, secret: impl AsRef<str>) -> Self {
         match decode_secret(secret.as_ref()) {
-            Ok(bytes) => self.raw_secret(bytes),
+            Ok(bytes) => self.raw_secret(&*bytes),
             Err(e) => self.fail(e),
         }
     }
@@ -438,7 +523,7 @@ const B64_CONFIG: base64::engine::GeneralPurpose = base64::engine::GeneralPurpos
 
 /// A `whsec_<base64>` secret: the prefix is required, the padding optional,
 /// and at least [`MIN_SECRET_LEN`] bytes.
-fn decode_secret(value: &str) -> Result<Vec<u8>, ConfigError> {
+fn decode_secret(value: &str) -> Result<Zeroizing<Vec<u8>>, ConfigError> {
     let value = value.trim();
     if value.is_empty() || value == "whsec_" {
         return Err(ConfigError::Empty("secret"));
@@ -460,18 +545,25 @@ fn decode_secret(value: &str) -> Result<Vec<u8>, ConfigError> {
 }
 
 /// Strips an optional `prefix` and decodes standard base64 (padding
-/// optional); empty is refused.
-fn decode_prefixed(value: &str, prefix: &str, what: &'static str) -> Result<Vec<u8>, ConfigError> {
+/// optional); empty is refused. The bytes are wiped when dropped (they are
+/// secrets but for public keys).
+fn decode_prefixed(
+    value: &str,
+    prefix: &str,
+    what: &'static str,
+) -> Result<Zeroizing<Vec<u8>>, ConfigError> {
     let encoded = value.strip_prefix(prefix).unwrap_or(value).trim();
     if encoded.is_empty() {
         return Err(ConfigError::Empty(what));
     }
-    let bytes = B64_CONFIG
-        .decode(encoded)
-        .map_err(|_| ConfigError::Invalid {
-            what,
-            reason: "not base64",
-        })?;
+    let bytes = Zeroizing::new(
+        B64_CONFIG
+            .decode(encoded)
+            .map_err(|_| ConfigError::Invalid {
+                what,
+                reason: "not base64",
+            })?,
+    );
     if bytes.is_empty() {
         return Err(ConfigError::Empty(what));
     }
@@ -536,8 +628,8 @@ impl Signer {
     #[cfg_attr(docsrs, doc(cfg(feature = "ed25519")))]
     pub fn ed25519(secret_key: impl AsRef<str>) -> Result<Self, ConfigError> {
         let bytes = decode_prefixed(secret_key.as_ref(), "whsk_", "secret key")?;
-        let seed: [u8; 32] = match bytes.len() {
-            32 | 64 => bytes[..32].try_into().map_err(|_| ConfigError::NoKeys)?,
+        let seed: Zeroizing<[u8; 32]> = match bytes.len() {
+            32 | 64 => Zeroizing::new(bytes[..32].try_into().map_err(|_| ConfigError::NoKeys)?),
             _ => {
                 return Err(ConfigError::Invalid {
                     what: "secret key",

@@ -31,6 +31,7 @@ use std::time::{Duration, SystemTime};
 use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 
+use super::credential::{self, OtherCredential};
 use super::{
     DEFAULT_TOLERANCE, HmacSha256, SecretList, Secrets, check_timestamp, decimal, decode_hex,
     encode_hex, header, parse_timestamp, signed_headers,
@@ -81,7 +82,9 @@ impl Stripe {
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] when the secret is empty or contains whitespace.
+    /// [`ConfigError`] when the secret is empty, contains whitespace, is a
+    /// Stripe API key or does not start with `whsec_` (see
+    /// [`StripeBuilder::secret`]).
     pub fn new(secret: impl AsRef<str>) -> Result<Self, ConfigError> {
         Self::builder().secret(secret).build()
     }
@@ -196,6 +199,17 @@ impl Verifier for Stripe {
         SCHEME
     }
 
+    /// `Stripe-Signature` well-formed, its `t` within the tolerance, a
+    /// `v1` entry present: checked before the body is read.
+    fn check_headers(&self, headers: &HeaderMap, now: SystemTime) -> Result<(), VerifyError> {
+        let parsed = parse_header(header(headers, &SIGNATURE_NAME, SIGNATURE)?)?;
+        check_timestamp(parsed.timestamp, now, self.tolerance)?;
+        if parsed.n_v1 == 0 {
+            return Err(VerifyError::NoMatchingSignature);
+        }
+        Ok(())
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,
@@ -243,17 +257,40 @@ debug_fields!(StripeBuilder: secrets, tolerance, ..);
 impl StripeBuilder {
     /// Adds an endpoint secret (`whsec_…`), used as the string's bytes.
     ///
-    /// A secret with whitespace in it is refused (as Stripe's libraries do):
-    /// it is almost always a stray newline from an environment file.
+    /// Refused, so that a receiver that would answer `401` to every delivery
+    /// does not start:
+    /// * a secret with whitespace in it (as Stripe's libraries do): it is
+    ///   almost always a stray newline from an environment file;
+    /// * an API key (`sk_…`, `rk_…`) or a publishable key (`pk_…`): Stripe
+    ///   signs webhooks with the endpoint's own secret, not with an API key;
+    /// * anything else that does not start with `whsec_`, the prefix of every
+    ///   endpoint secret (the Dashboard's and `stripe listen`'s).
+    ///
+    /// ```
+    /// use webhooks_core::{ConfigError, scheme::Stripe};
+    ///
+    /// let err = Stripe::new("sk_live_123").unwrap_err();
+    /// assert!(err.to_string().contains("whsec_"), "{err}");
+    /// assert!(matches!(Stripe::new("my-secret"), Err(ConfigError::Invalid { .. })));
+    /// ```
     pub fn secret(mut self, secret: impl AsRef<str>) -> Self {
         let secret = secret.as_ref();
-        if secret.chars().any(char::is_whitespace) {
-            self.secrets.fail(ConfigError::Invalid {
-                what: "secret",
-                reason: "contains whitespace",
-            });
-        } else {
-            self.secrets.push(secret.as_bytes());
+        match check_endpoint_secret(secret) {
+            Ok(()) => self.secrets.push(secret.as_bytes()),
+            Err(e) => self.secrets.fail(e),
+        }
+        self
+    }
+
+    /// Adds a secret of any format, used as the string's bytes (whitespace
+    /// is still refused): for senders that reuse Stripe's scheme with their
+    /// own secrets, and for Stripe's SDK test vectors. For Stripe itself use
+    /// [`secret`](Self::secret), which refuses what is not an endpoint secret.
+    pub fn secret_without_format_check(mut self, secret: impl AsRef<str>) -> Self {
+        let secret = secret.as_ref();
+        match refuse_whitespace(secret) {
+            Ok(()) => self.secrets.push(secret.as_bytes()),
+            Err(e) => self.secrets.fail(e),
         }
         self
     }
@@ -274,6 +311,55 @@ impl StripeBuilder {
             tolerance: self.tolerance.unwrap_or(DEFAULT_TOLERANCE),
         })
     }
+}
+
+/// Stripe's other credentials ([API keys](https://docs.stripe.com/keys):
+/// secret `sk_`, restricted `rk_`, publishable `pk_`), each with its live or
+/// test prefix.
+const API_KEYS: &[OtherCredential] = &[
+    OtherCredential::prefixed(
+        &["sk_", "rk_"],
+        "this is a Stripe API key (sk_... or rk_...), not a webhook secret: \
+         use the endpoint's signing secret (whsec_...) from the Dashboard's \
+         webhook endpoint page or from `stripe listen`",
+    ),
+    OtherCredential::prefixed(
+        &["pk_"],
+        "this is a Stripe publishable key (pk_...), not a webhook secret: \
+         use the endpoint's signing secret (whsec_...) from the Dashboard's \
+         webhook endpoint page or from `stripe listen`",
+    ),
+];
+
+/// The endpoint secret's prefix.
+const ENDPOINT_SECRET_PREFIX: &str = "whsec_";
+
+fn refuse_whitespace(secret: &str) -> Result<(), ConfigError> {
+    if secret.chars().any(char::is_whitespace) {
+        return Err(ConfigError::Invalid {
+            what: "secret",
+            reason: "contains whitespace",
+        });
+    }
+    Ok(())
+}
+
+/// Whether `secret` can be an endpoint secret (see [`StripeBuilder::secret`]).
+fn check_endpoint_secret(secret: &str) -> Result<(), ConfigError> {
+    if secret.is_empty() {
+        return Err(ConfigError::Empty("secret"));
+    }
+    refuse_whitespace(secret)?;
+    credential::refuse(secret.as_bytes(), API_KEYS)?;
+    if !secret.starts_with(ENDPOINT_SECRET_PREFIX) {
+        return Err(ConfigError::Invalid {
+            what: "secret",
+            reason: "a Stripe endpoint secret starts with whsec_: use the signing \
+                     secret from the Dashboard's webhook endpoint page or from \
+                     `stripe listen`",
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -312,5 +398,48 @@ mod tests {
         assert_eq!(event_fields(br#"{"id":7}"#), (None, None));
         assert_eq!(event_fields(b"not json"), (None, None));
         assert_eq!(event_fields(b"[1]"), (None, None));
+    }
+
+    #[test]
+    fn only_endpoint_secrets_are_accepted() {
+        for ok in [
+            "whsec_test_secret",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        ] {
+            assert!(Stripe::new(ok).is_ok(), "{ok}");
+        }
+        for (bad, names) in [
+            ("sk_live_51H8abc", "API key"),
+            ("sk_test_51H8abc", "API key"),
+            ("rk_live_51H8abc", "API key"),
+            ("pk_live_51H8abc", "publishable key"),
+            ("webhook_secret", "starts with whsec_"),
+            ("WHSEC_upper", "starts with whsec_"),
+        ] {
+            let err = Stripe::new(bad).unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, ConfigError::Invalid { .. }), "{bad}");
+            assert!(
+                text.contains(names) && text.contains("whsec_"),
+                "{bad}: {text}"
+            );
+            // The message never repeats the value.
+            assert!(!text.contains(bad), "{text}");
+        }
+        assert_eq!(Stripe::new("").unwrap_err(), ConfigError::Empty("secret"));
+        assert!(Stripe::new("whsec_x\n").is_err());
+        // The escape hatch for other senders and for test vectors.
+        assert!(
+            Stripe::builder()
+                .secret_without_format_check("webhook_secret")
+                .build()
+                .is_ok()
+        );
+        assert!(
+            Stripe::builder()
+                .secret_without_format_check("a b")
+                .build()
+                .is_err()
+        );
     }
 }

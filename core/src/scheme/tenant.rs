@@ -96,6 +96,15 @@ impl Secret {
     }
 }
 
+/// The text is wiped when the secret is dropped.
+impl Drop for Secret {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
+impl zeroize::ZeroizeOnDrop for Secret {}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret([redacted])")
@@ -190,7 +199,8 @@ type Extractor = dyn Fn(RequestHead<'_>) -> Option<String> + Send + Sync;
 /// Where the tenant id is read from.
 enum TenantSource {
     PathSegment(usize),
-    Header(&'static str),
+    /// The name as given, and parsed (lower-cased) by `build`.
+    Header(&'static str, Option<http::HeaderName>),
     Custom(Box<Extractor>),
 }
 
@@ -198,7 +208,7 @@ impl fmt::Debug for TenantSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::PathSegment(i) => write!(f, "PathSegment({i})"),
-            Self::Header(name) => write!(f, "Header({name:?})"),
+            Self::Header(name, _) => write!(f, "Header({name:?})"),
             Self::Custom(_) => f.write_str("Custom(..)"),
         }
     }
@@ -215,14 +225,14 @@ impl TenantSource {
                 .filter(|s| !s.is_empty())
                 .ok_or(VerifyError::malformed(":path", "no tenant id segment"))?
                 .to_owned(),
-            Self::Header(name) => head
-                .headers
-                .get(*name)
-                .ok_or(VerifyError::MissingHeader(name))?
-                .to_str()
-                .map_err(|_| VerifyError::malformed(name, "not visible ASCII"))?
-                .trim()
-                .to_owned(),
+            Self::Header(name, parsed) => {
+                let parsed = parsed.as_ref().ok_or(VerifyError::MissingHeader(name))?;
+                crate::headers::get_str(head.headers, parsed)
+                    .ok_or(VerifyError::MissingHeader(name))?
+                    .map_err(|_| VerifyError::malformed(name, "not visible ASCII"))?
+                    .trim()
+                    .to_owned()
+            }
             Self::Custom(f) => f(head).ok_or(VerifyError::malformed(
                 "tenant id",
                 "not found in the request",
@@ -444,7 +454,7 @@ impl TenantVerifierBuilder {
 
     /// Reads the tenant id from a header (`x-tenant-id`); its absence is a `400`.
     pub fn tenant_from_header(mut self, name: &'static str) -> Self {
-        self.source = Some(TenantSource::Header(name));
+        self.source = Some(TenantSource::Header(name, None));
         self
     }
 
@@ -484,12 +494,15 @@ impl TenantVerifierBuilder {
     /// [`ConfigError::Setting`] when no tenant id source was chosen, or the
     /// tenant header name is not a valid header name.
     pub fn build(self) -> Result<TenantVerifier, ConfigError> {
-        let source = self
+        let mut source = self
             .source
             .ok_or(ConfigError::Setting("no tenant id source"))?;
-        if let TenantSource::Header(name) = &source {
-            http::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| ConfigError::Setting("invalid tenant header name"))?;
+        if let TenantSource::Header(name, parsed) = &mut source {
+            // Parsed once (lower-cased: names are case-insensitive).
+            *parsed = Some(
+                http::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| ConfigError::Setting("invalid tenant header name"))?,
+            );
         }
         let lifetimes = Lifetimes {
             ttl: self.ttl,

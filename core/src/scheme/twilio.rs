@@ -38,6 +38,7 @@ use hmac::Mac as _;
 use http::{HeaderMap, HeaderName};
 use sha2::{Digest as _, Sha256};
 
+use super::credential::{self, OtherCredential};
 use super::provider::{FormParams, HmacSha1, MAX_MAC, decode_base64_into, sorted_form_params};
 use super::{
     SecretList, Secrets, ct_eq, encode_base64, encode_hex, header, optional_header, signed_headers,
@@ -92,16 +93,22 @@ fn body_sha256(url: &str) -> Option<&str> {
 }
 
 /// The URL as given and with its port toggled: removed when present, the
-/// scheme's default added when absent (Twilio's SDKs accept either).
+/// scheme's default added when absent (Twilio's SDKs accept either). User
+/// info (`user:pass@`) is kept and its colon is not a port separator, as in
+/// twilio-node's `addPort` (`src/webhooks/webhooks.ts`).
 fn with_port_toggled(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
     let end = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(end);
-    let host_end = authority.rfind(']').map_or(0, |i| i + 1);
-    match authority[host_end..].rfind(':') {
+    let (userinfo, host_port) = match authority.rfind('@') {
+        Some(at) => authority.split_at(at + 1),
+        None => ("", authority),
+    };
+    let host_end = host_port.rfind(']').map_or(0, |i| i + 1);
+    match host_port[host_end..].rfind(':') {
         Some(colon) => {
-            let host = &authority[..host_end + colon];
-            Some(format!("{scheme}://{host}{tail}"))
+            let host = &host_port[..host_end + colon];
+            Some(format!("{scheme}://{userinfo}{host}{tail}"))
         }
         None => {
             let port = match scheme {
@@ -220,10 +227,37 @@ pub struct TwilioBuilder {
 
 debug_fields!(TwilioBuilder: secrets, public_url);
 
+/// A SID: two letters and 32 hex digits.
+const SID_LEN: usize = 34;
+
+/// Twilio's identifiers that are pasted where the Auth Token belongs.
+const SIDS: &[OtherCredential] = &[
+    OtherCredential {
+        prefixes: &["AC"],
+        hex_len: Some(SID_LEN),
+        reason: "this is a Twilio Account SID (AC...), not the Auth Token: use \
+                 the account's Auth Token (Console > Account Info)",
+    },
+    OtherCredential {
+        prefixes: &["SK"],
+        hex_len: Some(SID_LEN),
+        reason: "this is a Twilio API key SID (SK...), not the Auth Token: Twilio \
+                 signs requests with the account's Auth Token (Console > Account Info)",
+    },
+];
+
 impl TwilioBuilder {
     /// Adds an auth token (the primary, or the secondary during a rotation).
+    ///
+    /// An Account SID or an API key SID (`AC`/`SK` and 32 hex digits, Twilio's
+    /// [SID format](https://www.twilio.com/docs/glossary/what-is-a-sid)) is
+    /// refused: Twilio signs requests with the account's Auth Token.
     pub fn auth_token(mut self, token: impl AsRef<[u8]>) -> Self {
-        self.secrets.push(token.as_ref());
+        let token = token.as_ref();
+        match credential::refuse(token, SIDS) {
+            Ok(()) => self.secrets.push(token),
+            Err(e) => self.secrets.fail(e),
+        }
         self
     }
 
@@ -271,6 +305,9 @@ mod tests {
         assert_eq!(t("https://a.com:1234/p"), "https://a.com/p");
         assert_eq!(t("https://[::1]:8443/p"), "https://[::1]/p");
         assert_eq!(t("https://[::1]/p"), "https://[::1]:443/p");
+        assert_eq!(t("https://u:p@a.com/p"), "https://u:p@a.com:443/p");
+        assert_eq!(t("https://u:p@a.com:8443/p"), "https://u:p@a.com/p");
+        assert_eq!(t("https://u@a.com?x"), "https://u@a.com:443?x");
         assert_eq!(body_sha256("https://a/p?x=1&bodySHA256=ab"), Some("ab"));
         assert_eq!(body_sha256("https://a/p?x=1"), None);
     }

@@ -15,13 +15,16 @@
 //! let zoom = Zoom::new("secret-token")?;
 //! let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
 //!
-//! // The challenge: verify it like any event, then answer with the response.
+//! // The challenge: a receiver answers it itself once it verified (in both
+//! // modes, never stored); outside one, the response verifies first.
 //! let body = br#"{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}"#;
 //! let headers = zoom.sign_headers(1_700_000_000, body)?;
 //! let verified = zoom.verify(&headers, body, now)?;
 //! assert_eq!(verified.event_type.as_deref(), Some("endpoint.url_validation"));
-//! let answer = zoom.url_validation_response(body).expect("a challenge");
+//! let answer = zoom.url_validation_response(&headers, body, now)?.expect("a challenge");
 //! assert!(answer.starts_with(r#"{"plainToken":"qgg8vlvZRS6UYooatFL8Aw","encryptedToken":""#));
+//! // A forged challenge gets no answer.
+//! assert!(zoom.url_validation_response(&http::HeaderMap::new(), body, now).is_err());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -127,13 +130,29 @@ impl Zoom {
 
     /// The JSON answer to an `endpoint.url_validation` event —
     /// `{"plainToken":…,"encryptedToken":<hex HMAC-SHA256 of plainToken>}` —
-    /// to send with `200`, or `None` when `body` is not such an event.
+    /// to send with `200`, once the request verified; `Ok(None)` when it is
+    /// not such an event.
     ///
-    /// Call it on a verified body (Zoom signs the challenge too); the
-    /// receive pipeline records the event like any other, so answer it from
-    /// the handler.
-    #[must_use]
-    pub fn url_validation_response(&self, body: &[u8]) -> Option<String> {
+    /// A receive pipeline answers the challenge itself (see
+    /// [`Handshake`](crate::Handshake)); this is for code outside one.
+    ///
+    /// # Errors
+    ///
+    /// The [`VerifyError`] of [`verify`](Verifier::verify): an unverified
+    /// body never gets an answer (the answer is the secret's HMAC of a
+    /// token the sender chose).
+    pub fn url_validation_response(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Result<Option<String>, VerifyError> {
+        self.verify(headers, body, now)?;
+        Ok(self.challenge_answer(body))
+    }
+
+    /// The answer to a challenge body, for a request already verified.
+    fn challenge_answer(&self, body: &[u8]) -> Option<String> {
         let challenge: Challenge<'_> = serde_json::from_slice(body).ok()?;
         if challenge.event != "endpoint.url_validation" {
             return None;
@@ -182,6 +201,13 @@ impl Verifier for Zoom {
             scope: None,
             identity: Identity::Content,
         })
+    }
+
+    fn handshake(&self, verified: &Verified, body: &[u8]) -> Option<crate::Handshake> {
+        if verified.event_type.as_deref() != Some("endpoint.url_validation") {
+            return None;
+        }
+        self.challenge_answer(body).map(crate::Handshake::json)
     }
 }
 

@@ -9,6 +9,7 @@
 //! | variable | default |
 //! |---|---|
 //! | `WEBHOOKS_REDIS_URL` | `redis://127.0.0.1:6379` |
+//! | `WEBHOOKS_REDIS_CLUSTER_URL` | `redis://127.0.0.1:7000` (a node of the cluster `.ci/redis-cluster` starts) |
 //! | `WEBHOOKS_POSTGRES_URL` | `postgres://postgres@127.0.0.1:5432/test` |
 //! | `WEBHOOKS_MYSQL_URL` | `mysql://root@127.0.0.1:3306/test` |
 //!
@@ -40,6 +41,17 @@ pub fn ci() -> bool {
 /// The Redis URL, if the server accepts connections.
 pub async fn redis_url() -> Option<String> {
     service_url("Redis", "WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379").await
+}
+
+/// A node URL of the Redis Cluster (`.ci/redis-cluster start`), if it
+/// accepts connections.
+pub async fn redis_cluster_url() -> Option<String> {
+    service_url(
+        "Redis Cluster (start it with .ci/redis-cluster start)",
+        "WEBHOOKS_REDIS_CLUSTER_URL",
+        "redis://127.0.0.1:7000",
+    )
+    .await
 }
 
 /// The PostgreSQL URL, if the server accepts connections.
@@ -201,6 +213,96 @@ impl FaultProxy {
 impl Drop for FaultProxy {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Every node of the Redis Cluster that the node at `authority` belongs
+/// to, as `(host:port, flags)` from its `CLUSTER NODES` (sent as raw RESP:
+/// the tests that use it need no Redis client).
+pub async fn cluster_nodes(authority: &str) -> Vec<(String, String)> {
+    let mut stream = TcpStream::connect(authority)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the cluster node {authority}: {e}"));
+    stream
+        .write_all(b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nNODES\r\n")
+        .await
+        .expect("send CLUSTER NODES");
+    let mut reply = Vec::new();
+    let mut buffer = [0u8; 4096];
+    // `$<len>\r\n<text>\r\n`
+    loop {
+        let read = stream.read(&mut buffer).await.expect("read CLUSTER NODES");
+        assert!(read > 0, "the node closed the connection");
+        reply.extend_from_slice(&buffer[..read]);
+        let text = String::from_utf8_lossy(&reply);
+        let Some((header, body)) = text.split_once("\r\n") else {
+            continue;
+        };
+        let length: usize = header
+            .strip_prefix('$')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("CLUSTER NODES answered {header}"));
+        if body.len() >= length {
+            return body[..length]
+                .lines()
+                .filter_map(|line| {
+                    let mut fields = line.split(' ');
+                    let address = fields.nth(1)?;
+                    let flags = fields.next()?;
+                    let address = address.split('@').next()?;
+                    Some((address.to_owned(), flags.to_owned()))
+                })
+                .collect();
+        }
+    }
+}
+
+/// A [`FaultProxy`] in front of every node of a Redis Cluster: a client
+/// seeded with [`seed`](Self::seed) and told to reach each node through its
+/// proxy ([`routes`](Self::routes)) only ever talks to the cluster through
+/// them, so freezing or killing them all hangs or kills the whole cluster
+/// for that client alone.
+pub struct ClusterProxies {
+    proxies: Vec<(String, FaultProxy)>,
+}
+
+impl ClusterProxies {
+    /// A proxy per node of the cluster the node at `authority` belongs to.
+    pub async fn start(authority: &str) -> Self {
+        let mut proxies = Vec::new();
+        for (node, _) in cluster_nodes(authority).await {
+            let proxy = FaultProxy::start(&node).await;
+            proxies.push((node, proxy));
+        }
+        Self { proxies }
+    }
+
+    /// A proxy's `host:port`, to seed the client with.
+    pub fn seed(&self) -> String {
+        self.proxies[0].1.authority()
+    }
+
+    /// `(node, its proxy)` for each node, for the client's address map.
+    pub fn routes(&self) -> Vec<(String, String)> {
+        self.proxies
+            .iter()
+            .map(|(node, proxy)| (node.clone(), proxy.authority()))
+            .collect()
+    }
+
+    /// Freezes every proxy: connections stay open, nothing passes.
+    pub fn freeze(&self) {
+        self.proxies.iter().for_each(|(_, proxy)| proxy.freeze());
+    }
+
+    /// Thaws every proxy: they forward again (what was held passes).
+    pub fn thaw(&self) {
+        self.proxies.iter().for_each(|(_, proxy)| proxy.thaw());
+    }
+
+    /// Kills every proxy: connections are cut, new ones refused.
+    pub fn kill(&self) {
+        self.proxies.iter().for_each(|(_, proxy)| proxy.kill());
     }
 }
 

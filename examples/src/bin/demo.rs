@@ -22,6 +22,10 @@
 //! SQLite inbox (temp dir) and answered `202`, four `Worker`s apply them, and
 //! the check waits for the inbox to drain (nothing pending, nothing leased,
 //! no dead letter) before the same invariants.
+//!
+//! `--inbox --serve` then keeps the receiver running, with the operators'
+//! console mounted at `/ops/webhooks` (every local request is an admin: a
+//! demo on 127.0.0.1 only), and prints its URL; Ctrl-C stops it.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -34,8 +38,9 @@ use examples::schemes::Scheme;
 use examples::simulator::{Intent, Outcome, Plan, SimulatorArgs, SimulatorConfig, Summary, run};
 use examples::state::{EmailState, Ledger};
 use examples::store::EmailStore;
-use webhooks_core::dedup::MemoryStore;
-use webhooks_core::inbox::{Job, Shutdown, Worker, inbox_from_url};
+use tower_webhooks::core::console::Access;
+use tower_webhooks::core::dedup::MemoryStore;
+use tower_webhooks::core::inbox::{Inbox, Job, Shutdown, Worker, inbox_from_url};
 
 /// The command line: `--inbox`, and the simulator's options.
 #[derive(Parser)]
@@ -47,6 +52,10 @@ struct DemoArgs {
     /// Store deliveries in an SQLite inbox and apply them with four workers.
     #[arg(long)]
     inbox: bool,
+    /// With `--inbox`: keep the receiver and the console running after the
+    /// demo and print the console's URL (Ctrl-C stops).
+    #[arg(long, requires = "inbox")]
+    serve: bool,
     #[command(flatten)]
     simulator: SimulatorArgs,
 }
@@ -75,14 +84,7 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
     let receiver = if inbox_mode {
         let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
         let inbox = inbox_from_url(&url).await?;
-        let apply = store.clone();
-        let worker = Worker::builder(Arc::clone(&inbox))
-            .concurrency(4)
-            .poll_interval(std::time::Duration::from_millis(20))
-            .handler(move |job: Job<EmailEvent>| {
-                let store = apply.clone();
-                async move { store.apply(&job.event).await.map(drop) }
-            });
+        let worker = email_worker(&inbox, &store);
         let shutdown = Shutdown::new();
         workers = Some((
             Arc::clone(&inbox),
@@ -96,8 +98,16 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut app = router(receiver, store.clone());
+    if let Some((inbox, ..)) = &workers {
+        // The console on the same server. A demo on 127.0.0.1: every request
+        // is an admin's. In an app, decide from your session or auth layer.
+        let console = tower_webhooks::Console::new(Arc::clone(inbox))
+            .authorize(|_| Access::Admin("demo".to_owned()));
+        app = app.nest_service("/ops/webhooks", console);
+    }
     let server = tokio::spawn(
-        axum::serve(listener, router(receiver, store.clone()))
+        axum::serve(listener, app)
             .with_graceful_shutdown(async {
                 let _ = stopped.await;
             })
@@ -148,6 +158,10 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
     let summary = run(&config, &plan).await?;
     println!("{summary}\n");
     let mut drained = true;
+    let serving = workers
+        .as_ref()
+        .filter(|_| args.serve)
+        .map(|(inbox, ..)| Arc::clone(inbox));
     if let Some((inbox, shutdown, running)) = workers {
         // Every accepted delivery is applied by the workers: wait for the
         // inbox to drain (or give up after a minute), then stop them.
@@ -180,10 +194,33 @@ async fn demo() -> Result<bool, Box<dyn std::error::Error>> {
     print_table(&plan, &emails, suppressions.len());
 
     let ok = check(&plan, &summary, &emails, &suppressions, &applications) && drained;
+    if let Some(inbox) = serving {
+        // Keep receiving, with workers again (replays from the console run).
+        let shutdown = Shutdown::new();
+        let running = tokio::spawn(email_worker(&inbox, &store).run(shutdown.signal()));
+        println!(
+            "\nconsole   http://{address}/ops/webhooks/  (receiver still on http://{address}{WEBHOOK_PATH}; Ctrl-C stops)"
+        );
+        tokio::signal::ctrl_c().await?;
+        shutdown.trigger();
+        running.await?;
+    }
     let _ = stop.send(());
     server.await??;
     store.close().await;
     Ok(ok)
+}
+
+/// Four workers applying the email events to `store`.
+fn email_worker(inbox: &Arc<dyn Inbox>, store: &EmailStore) -> Worker<EmailEvent> {
+    let apply = store.clone();
+    Worker::builder(Arc::clone(inbox))
+        .concurrency(4)
+        .poll_interval(std::time::Duration::from_millis(20))
+        .handler(move |job: Job<EmailEvent>| {
+            let store = apply.clone();
+            async move { store.apply(&job.event).await.map(drop) }
+        })
 }
 
 fn print_table(plan: &Plan, emails: &[EmailState], suppressed: usize) {

@@ -255,7 +255,7 @@ pub enum SimulatorError {
     /// The settings do not make sense.
     Config(String),
     /// A secret is unusable for the scheme.
-    Secret(webhooks_core::ConfigError),
+    Secret(tower_webhooks::core::ConfigError),
 }
 
 impl fmt::Display for SimulatorError {

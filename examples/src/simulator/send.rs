@@ -13,7 +13,7 @@ use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use webhooks_core::DUPLICATE_HEADER;
+use tower_webhooks::core::DUPLICATE_HEADER;
 
 use super::{
     Answer, Intent, Outcome, Plan, PlannedDelivery, STALE_BY, SimulatorConfig, SimulatorError,

@@ -1,4 +1,4 @@
-use webhooks_core::inbox::{Job, PostgresInbox, Shutdown, Worker, sqlx};
+use tower_webhooks::core::inbox::{Job, PostgresInbox, Shutdown, Worker, sqlx};
 
 #[derive(serde::Deserialize)]
 struct Payment {

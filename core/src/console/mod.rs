@@ -1,0 +1,1027 @@
+//! The operators' console (feature `console`): HTML pages, mounted in your
+//! app, to see the inbox and act on its dead letters — what Sidekiq Web and
+//! Oban Web are for job queues.
+//!
+//! The pages and every decision live here; `tower-webhooks` and
+//! `actix-webhooks` (feature `console`) only translate their requests into a
+//! [`ConsoleRequest`] and the [`ConsoleResponse`] back, so both answer the
+//! same. Access is the application's decision, per request: the adapters'
+//! `authorize` hook returns an [`Access`] (admin, read-only or denied, with
+//! the identity that every action is logged with). Without `authorize`,
+//! every request is denied with a page saying how to configure it.
+//!
+//! | page | what |
+//! |---|---|
+//! | `/` | whether processing runs or is paused (admins: pause / resume, see [`Inbox::set_paused`]), counts (depth, due, oldest due age, in flight, dead, completed), a chart of them, dead letters by scheme and event type; purge completed |
+//! | `/dead` | dead letters, filtered by scheme, event type and receipt time (or looked up by delivery id or key), cursor-paginated; replay or discard the selected ones, or all that match the filter (the count shown first, at most [`bulk_limit`](Console::bulk_limit)) |
+//! | `/deliveries?state=` | the deliveries in one state — tabs Due, Retrying, In flight, Dead, Completed ([`DeliveryState`](crate::inbox::DeliveryState)) — newest first (or oldest first), filtered by scheme, event type, delivery id and receipt time, cursor-paginated; read-only (the dead letters' actions are on `/dead`) |
+//! | `/deliveries/item?key=` | one delivery in any state: its state, attempts, due time or lease end, last error, kept headers (credentials redacted), the body (admins) |
+//! | `/dead/item?key=` | one dead letter: metadata, kept headers (credentials redacted), the body (pretty-printed when JSON, capped), raw download |
+//!
+//! **Safety.** Every state-changing request is a `POST` carrying a token
+//! bound to the identity (HMAC, 12 hours), from the same origin (`Origin` /
+//! `Sec-Fetch-Site`); read-only users see no action controls and their
+//! `POST`s answer `403`. Every page is rendered by [maud](https://maud.lambda.xyz),
+//! which escapes everything interpolated; responses carry
+//! `Content-Security-Policy: default-src 'self'` with no inline script or
+//! style, and the one stylesheet and script are embedded in the binary.
+//! Bodies are shown to admins only unless
+//! [`bodies_for_read_only`](Console::bodies_for_read_only) is set. Each
+//! action is logged at `INFO` (target `webhooks_core::console`) with the
+//! identity and what it affected, and counted in
+//! `webhooks_console_actions_total{action, scope}` (feature `metrics`).
+//!
+//! ```
+//! # #[cfg(feature = "sqlite")]
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use webhooks_core::console::{Access, Console, ConsoleRequest};
+//! use webhooks_core::inbox::SqliteInbox;
+//!
+//! let inbox = SqliteInbox::connect("sqlite::memory:").await?;
+//! inbox.migrate().await?;
+//! let console = Console::new(Arc::new(inbox));
+//! let headers = http::HeaderMap::new();
+//! let request = ConsoleRequest::new(&http::Method::GET, "/", None, &headers, b"")
+//!     .base("/ops/webhooks");
+//! let page = console.handle(Some(Access::ReadOnly("alice".into())), request).await;
+//! assert_eq!(page.status, 200);
+//! assert!(page.headers["content-security-policy"].to_str()?.starts_with("default-src 'self'"));
+//! # Ok(()) }
+//! # #[cfg(not(feature = "sqlite"))] fn main() {}
+//! ```
+
+mod assets;
+mod csrf;
+mod render;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+
+use crate::inbox::{
+    DeadLetter, DeadLetterCursor, DeadLetterFilter, DeliveryFilter, Inbox, InboxError, Transition,
+};
+
+/// `webhooks_console_actions_total`: events affected by console actions,
+/// labelled `action` (`replay`, `discard`, `purge`) and `scope` (`one`,
+/// `selected`, `filter`, `completed`); pausing and resuming count one each
+/// (`action` `pause` or `resume`, `scope` `inbox`).
+pub const ACTIONS: &str = "webhooks_console_actions_total";
+
+/// The largest form body a console `POST` may carry; adapters refuse larger
+/// ones with `413` before reading them whole.
+pub const MAX_FORM_BYTES: usize = 256 * 1024;
+
+/// What the application's `authorize` hook decides for one request (the
+/// same type as the admin API's, so one hook can serve both).
+pub use crate::inbox::admin::Access;
+
+/// A request to the console, as an adapter translates it: the path is
+/// relative to where the console is mounted.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsoleRequest<'a> {
+    method: &'a Method,
+    path: &'a str,
+    query: Option<&'a str>,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+    base: &'a str,
+    host: Option<&'a str>,
+}
+
+impl<'a> ConsoleRequest<'a> {
+    /// A request: `path` relative to the mount point, `query` without the
+    /// `?`, `body` the (form) body of a `POST`.
+    #[must_use]
+    pub fn new(
+        method: &'a Method,
+        path: &'a str,
+        query: Option<&'a str>,
+        headers: &'a HeaderMap,
+        body: &'a [u8],
+    ) -> Self {
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+        Self {
+            method,
+            path,
+            query,
+            headers,
+            body,
+            base: "",
+            host,
+        }
+    }
+
+    /// The path the console is mounted at as the browser sees it
+    /// (`/ops/webhooks`): links and form targets start with it.
+    #[must_use]
+    pub fn base(mut self, base: &'a str) -> Self {
+        self.base = base;
+        self
+    }
+
+    /// The request's host (`host:port`), when it is not in a `Host` header
+    /// (HTTP/2's `:authority`): the `Origin` check compares against it.
+    #[must_use]
+    pub fn host(mut self, host: Option<&'a str>) -> Self {
+        if host.is_some() {
+            self.host = host;
+        }
+        self
+    }
+}
+
+/// The console's answer: a status, headers and a body.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConsoleResponse {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers (content type, CSP and the other security headers, `Location`).
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl ConsoleResponse {
+    fn new(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Self {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+            ),
+        );
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        headers.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("same-origin"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        Self {
+            status,
+            headers,
+            body: body.into(),
+        }
+    }
+
+    fn html(status: StatusCode, page: maud::Markup) -> Self {
+        Self::new(status, "text/html; charset=utf-8", page.into_string())
+    }
+
+    fn see_other(location: &str) -> Self {
+        let mut response = Self::new(StatusCode::SEE_OTHER, "text/plain; charset=utf-8", "");
+        if let Ok(value) = HeaderValue::from_str(location) {
+            response.headers.insert(header::LOCATION, value);
+        }
+        response
+    }
+}
+
+/// The console over one inbox: configure it, then mount it with an adapter
+/// (`tower_webhooks::Console`, `actix_webhooks::console`), which calls
+/// [`handle`](Self::handle).
+#[derive(Clone)]
+pub struct Console {
+    inner: Arc<Settings>,
+}
+
+#[derive(Clone)]
+struct Settings {
+    inbox: Arc<dyn Inbox>,
+    csrf: csrf::CsrfKey,
+    allowed_origins: Vec<String>,
+    bodies_for_read_only: bool,
+    bulk_limit: u32,
+    body_cap: usize,
+    refresh: Duration,
+}
+
+impl fmt::Debug for Console {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Console")
+            .field("bodies_for_read_only", &self.inner.bodies_for_read_only)
+            .field("bulk_limit", &self.inner.bulk_limit)
+            .field("body_cap", &self.inner.body_cap)
+            .field("refresh", &self.inner.refresh)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Console {
+    /// The console of `inbox`, with a random token key (see
+    /// [`csrf_key`](Self::csrf_key) for several processes).
+    #[must_use]
+    pub fn new(inbox: Arc<dyn Inbox>) -> Self {
+        Self {
+            inner: Arc::new(Settings {
+                inbox,
+                csrf: csrf::CsrfKey::random(),
+                allowed_origins: Vec::new(),
+                bodies_for_read_only: false,
+                bulk_limit: 1_000,
+                body_cap: 64 * 1024,
+                refresh: Duration::from_secs(5),
+            }),
+        }
+    }
+
+    fn settings(mut self, change: impl FnOnce(&mut Settings)) -> Self {
+        // Unshared while being configured; a clone configured later gets
+        // its own copy instead of changing the other's.
+        change(Arc::make_mut(&mut self.inner));
+        self
+    }
+
+    /// The key that signs the forms' tokens. Each console draws a random one,
+    /// so a page served by one process cannot act through another: behind a
+    /// load balancer, give every process the same secret key.
+    #[must_use]
+    pub fn csrf_key(self, key: [u8; 32]) -> Self {
+        self.settings(|s| s.csrf = csrf::CsrfKey::from_bytes(key))
+    }
+
+    /// Accepts `POST`s whose `Origin` is exactly `origin`
+    /// (`https://ops.example.com`), besides the request's own host (for a
+    /// proxy that rewrites `Host`).
+    #[must_use]
+    pub fn allow_origin(self, origin: impl Into<String>) -> Self {
+        let origin = origin.into();
+        self.settings(|s| s.allowed_origins.push(origin))
+    }
+
+    /// Shows bodies to read-only users too (default: admins only).
+    #[must_use]
+    pub fn bodies_for_read_only(self, yes: bool) -> Self {
+        self.settings(|s| s.bodies_for_read_only = yes)
+    }
+
+    /// The most dead letters one "all matching the filter" action affects
+    /// (default 1,000, at least 1).
+    #[must_use]
+    pub fn bulk_limit(self, limit: u32) -> Self {
+        self.settings(|s| s.bulk_limit = limit.max(1))
+    }
+
+    /// How much of a body the detail page shows (default 64 KiB); the raw
+    /// download has it whole.
+    #[must_use]
+    pub fn body_cap(self, bytes: usize) -> Self {
+        self.settings(|s| s.body_cap = bytes)
+    }
+
+    /// How often the overview and the list refresh while the tab is visible
+    /// (default 5 s; zero turns it off).
+    #[must_use]
+    pub fn refresh(self, every: Duration) -> Self {
+        self.settings(|s| s.refresh = every)
+    }
+
+    /// Answers one request. `access` is what the application's `authorize`
+    /// hook decided, `None` when none is configured (then every request is
+    /// denied with a page saying how to configure it).
+    pub async fn handle(
+        &self,
+        access: Option<Access>,
+        request: ConsoleRequest<'_>,
+    ) -> ConsoleResponse {
+        let path = request.path.trim_end_matches('/');
+        match (request.method, path) {
+            (&Method::GET, "/assets/console.css") => {
+                return ConsoleResponse::new(
+                    StatusCode::OK,
+                    "text/css; charset=utf-8",
+                    assets::CSS,
+                );
+            }
+            (&Method::GET, "/assets/console.js") => {
+                return ConsoleResponse::new(
+                    StatusCode::OK,
+                    "text/javascript; charset=utf-8",
+                    assets::JS,
+                );
+            }
+            _ => {}
+        }
+        let base = clean_base(request.base);
+        let (admin, who) = match access {
+            None => {
+                return ConsoleResponse::html(StatusCode::FORBIDDEN, render::not_configured(base));
+            }
+            Some(Access::Deny) => {
+                return ConsoleResponse::html(
+                    StatusCode::FORBIDDEN,
+                    render::message(base, "Access denied", "You may not see this console."),
+                );
+            }
+            Some(Access::Admin(who)) => (true, who),
+            Some(Access::ReadOnly(who)) => (false, who),
+        };
+        let now = SystemTime::now();
+        let view = render::View {
+            base,
+            who: &who,
+            admin,
+            csrf: if admin {
+                self.inner.csrf.token(&who, now)
+            } else {
+                String::new()
+            },
+            refresh_secs: self.inner.refresh.as_secs(),
+        };
+        let query = parse_form(request.query.unwrap_or("").as_bytes());
+        let result = match (request.method, path) {
+            (&Method::GET, "") => self.overview(&view, &query).await,
+            (&Method::GET, "/dead") => self.dead_list(&view, &query).await,
+            (&Method::GET, "/dead/item") => self.detail(&view, &query).await,
+            (&Method::GET, "/dead/raw") => self.raw(&view, &query).await,
+            (&Method::GET, "/dead/bulk") => self.bulk_confirm(&view, &query).await,
+            (&Method::GET, "/deliveries") => self.deliveries(&view, &query).await,
+            (&Method::GET, "/deliveries/item") => self.delivery(&view, &query).await,
+            (&Method::POST, "/replay" | "/discard" | "/bulk" | "/purge" | "/pause" | "/resume") => {
+                if !admin {
+                    return forbidden(base, "Read-only access: actions are not allowed.");
+                }
+                if let Err(reason) = crate::cross_site::check_origin(
+                    request.headers,
+                    request.host,
+                    &self.inner.allowed_origins,
+                    crate::cross_site::Client::Browser,
+                ) {
+                    return forbidden(base, reason);
+                }
+                let form = parse_form(request.body);
+                let token = field(&form, "csrf").unwrap_or("");
+                if !self.inner.csrf.verify(token, &who, now) {
+                    return forbidden(
+                        base,
+                        "The form's token is missing, expired or not yours: reload the page and try again.",
+                    );
+                }
+                self.act(&view, &path[1..], &form).await
+            }
+            (
+                _,
+                "" | "/dead" | "/dead/item" | "/dead/raw" | "/dead/bulk" | "/deliveries"
+                | "/deliveries/item",
+            ) => {
+                return method_not_allowed(base);
+            }
+            (_, "/replay" | "/discard" | "/bulk" | "/purge" | "/pause" | "/resume") => {
+                return method_not_allowed(base);
+            }
+            _ => {
+                return ConsoleResponse::html(
+                    StatusCode::NOT_FOUND,
+                    render::message(base, "Not found", "No such console page."),
+                );
+            }
+        };
+        result.unwrap_or_else(|error| {
+            tracing::warn!(error = %error, "console: inbox store failed");
+            ConsoleResponse::html(
+                StatusCode::SERVICE_UNAVAILABLE,
+                render::message(
+                    base,
+                    "Inbox store unavailable",
+                    "The inbox's store did not answer; try again.",
+                ),
+            )
+        })
+    }
+
+    async fn overview(
+        &self,
+        view: &render::View<'_>,
+        query: &[(String, String)],
+    ) -> Result<ConsoleResponse, InboxError> {
+        let stats = self.inner.inbox.stats().await?;
+        // A bounded sample: the first pages of dead letters, grouped.
+        let sample = self
+            .collect(&DeadLetterFilter::default(), BREAKDOWN_SAMPLE, |_| true)
+            .await?;
+        let mut breakdown: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for dead in &sample.items {
+            let kind = dead.meta.event_type.clone().unwrap_or_default();
+            *breakdown
+                .entry((dead.meta.scheme.clone(), kind))
+                .or_default() += 1;
+        }
+        let notice = notice(query);
+        let activity = self
+            .inner
+            .inbox
+            .activity(crate::inbox::ACTIVITY_MINUTES)
+            .await?;
+        Ok(ConsoleResponse::html(
+            StatusCode::OK,
+            render::overview(
+                view,
+                &stats,
+                &breakdown,
+                sample.more,
+                notice.as_deref(),
+                &activity,
+            ),
+        ))
+    }
+
+    async fn dead_list(
+        &self,
+        view: &render::View<'_>,
+        query: &[(String, String)],
+    ) -> Result<ConsoleResponse, InboxError> {
+        let filter = match list_filter(query) {
+            Ok(filter) => filter,
+            Err(reason) => return Ok(bad_request(view.base, reason)),
+        };
+        let delivery = field(query, "delivery_id").filter(|v| !v.is_empty());
+        let page = if let Some(wanted) = delivery {
+            // The store cannot filter on delivery ids: look the value up as a
+            // key, then scan a bounded number of dead letters for it.
+            let mut found = Vec::new();
+            if let Some(dead) = self.inner.inbox.dead_letter_get(wanted).await? {
+                found.push(strip_body(dead));
+            }
+            let scan = DeadLetterFilter {
+                after: None,
+                ..filter.clone()
+            };
+            let matched = self
+                .collect(&scan, DELIVERY_SCAN, |d| {
+                    d.meta.delivery_id.as_deref() == Some(wanted) && d.meta.key != wanted
+                })
+                .await?;
+            found.extend(matched.items);
+            render::ListPage {
+                items: found,
+                next: None,
+                scanned_all: !matched.more,
+            }
+        } else {
+            let page = self.inner.inbox.dead_letters(&filter).await?;
+            render::ListPage {
+                items: page.items,
+                next: page.next,
+                scanned_all: true,
+            }
+        };
+        let params = list_params(query);
+        let notice = notice(query);
+        Ok(ConsoleResponse::html(
+            StatusCode::OK,
+            render::dead_list(view, &params, &page, notice.as_deref()),
+        ))
+    }
+
+    async fn detail(
+        &self,
+        view: &render::View<'_>,
+        query: &[(String, String)],
+    ) -> Result<ConsoleResponse, InboxError> {
+        let Some(key) = field(query, "key") else {
+            return Ok(bad_request(view.base, "key is required"));
+        };
+        let Some(dead) = self.inner.inbox.dead_letter_get(key).await? else {
+            return Ok(ConsoleResponse::html(
+                StatusCode::NOT_FOUND,
+                render::message(
+                    view.base,
+                    "Not a dead letter",
+                    "This event is not (or no longer) a dead letter: it was replayed or discarded.",
+                ),
+            ));
+        };
+        let show_body = view.admin || self.inner.bodies_for_read_only;
+        Ok(ConsoleResponse::html(
+            StatusCode::OK,
+            render::detail(view, &dead, show_body, self.inner.body_cap),
+        ))
+    }
+
+    async fn raw(
+        &self,
+        view: &render::View<'_>,
+        query: &[(String, String)],
+    ) -> Result<ConsoleResponse, InboxError> {
+        if !(view.admin || self.inner.bodies_for_read_only) {
+            return Ok(forbidden(view.base, "Bodies are shown to admins only."));
+        }
+        let Some(key) = field(query, "key") else {
+            return Ok(bad_request(view.base, "key is required"));
+        };
+        let Some(dead) = self.inner.inbox.dead_letter_get(key).await? else {
+            return Ok(ConsoleResponse::html(
+                StatusCode::NOT_FOUND,
+                render::message(view.base, "Not a dead letter", "No such dead letter."),
+            ));
+        };
+        let mut response =
+            ConsoleResponse::new(StatusCode::OK, "application/octet-stream", dead.body);
+        response.headers.insert(
+            header::CONTENT_DISPOSITION,
+            HeaderValue::from_static("attachment; filename=\"body.bin\""),
+        );
+        Ok(response)
+    }
+
+    async fn bulk_confirm(
+        &self,
+        view: &render::View<'_>,
+        query: &[(String, String)],
+    ) -> Result<ConsoleResponse, InboxError> {
+        let Some(action) = field(query, "action").and_then(BulkAction::parse) else {
+            return Ok(bad_request(view.base, "action is replay or discard"));
+        };
+        let filter = match list_filter(query) {
+            Ok(filter) => DeadLetterFilter {
+                after: None,
+                ..filter
+            },
+            Err(reason) => return Ok(bad_request(view.base, reason)),
+        };
+        let found = self
+            .collect(&filter, self.inner.bulk_limit as usize, |_| true)
+            .await?;
+        let params = render::ListParams {
+            delivery_id: "",
+            ..list_params(query)
+        };
+        Ok(ConsoleResponse::html(
+            StatusCode::OK,
+            render::bulk_confirm(
+                view,
+                action.name(),
+                &params,
+                found.items.len(),
+                found.more,
+                self.inner.bulk_limit,
+            ),
+        ))
+    }
+
+    async fn act(
+        &self,
+        view: &render::View<'_>,
+        action: &str,
+        form: &[(String, String)],
+    ) -> Result<ConsoleResponse, InboxError> {
+        let inbox = &self.inner.inbox;
+        let who = view.who;
+        if action == "pause" || action == "resume" {
+            let action: &'static str = if action == "pause" { "pause" } else { "resume" };
+            let changed = inbox.set_paused(action == "pause").await?;
+            tracing::info!(target: "webhooks_core::console", who = %who, action, changed, "console action");
+            count(action, "inbox", 1);
+            return Ok(ConsoleResponse::see_other(&format!(
+                "{}/?done={action}&n={}",
+                view.base,
+                u8::from(changed)
+            )));
+        }
+        if action == "purge" {
+            let Some(older_than) = field(form, "older_than").and_then(parse_duration) else {
+                return Ok(bad_request(
+                    view.base,
+                    "older_than is a duration: 90s, 30m, 12h or 7d",
+                ));
+            };
+            let purged = inbox.purge_completed(older_than).await?;
+            tracing::info!(target: "webhooks_core::console", who = %who, action = "purge", older_than_secs = older_than.as_secs(), purged, "console action");
+            count("purge", "completed", purged);
+            return Ok(ConsoleResponse::see_other(&format!(
+                "{}/?done=purge&n={purged}",
+                view.base
+            )));
+        }
+        let (action, keys, scope) = if action == "bulk" {
+            let Some(action) = field(form, "action").and_then(BulkAction::parse) else {
+                return Ok(bad_request(view.base, "action is replay or discard"));
+            };
+            let filter = match list_filter(form) {
+                Ok(filter) => DeadLetterFilter {
+                    after: None,
+                    ..filter
+                },
+                Err(reason) => return Ok(bad_request(view.base, reason)),
+            };
+            let found = self
+                .collect(&filter, self.inner.bulk_limit as usize, |_| true)
+                .await?;
+            let keys: Vec<String> = found.items.into_iter().map(|d| d.meta.key).collect();
+            (action, keys, "filter")
+        } else {
+            let Some(action) = BulkAction::parse(action) else {
+                return Ok(bad_request(view.base, "no such action"));
+            };
+            let keys: Vec<String> = form
+                .iter()
+                .filter(|(name, _)| name == "key")
+                .map(|(_, key)| key.clone())
+                .take(self.inner.bulk_limit as usize)
+                .collect();
+            if keys.is_empty() {
+                return Ok(bad_request(view.base, "select at least one dead letter"));
+            }
+            let scope = if keys.len() == 1 && field(form, "scope") == Some("one") {
+                "one"
+            } else {
+                "selected"
+            };
+            (action, keys, scope)
+        };
+        let mut applied = 0_u64;
+        for key in &keys {
+            let outcome = match action {
+                BulkAction::Replay => inbox.replay(key).await?,
+                BulkAction::Discard => inbox.discard(key).await?,
+            };
+            if outcome == Transition::Applied {
+                applied += 1;
+            }
+        }
+        if scope == "one" {
+            tracing::info!(target: "webhooks_core::console", who = %who, action = action.name(), scope, key = %keys[0], applied, "console action");
+        } else {
+            tracing::info!(target: "webhooks_core::console", who = %who, action = action.name(), scope, requested = keys.len(), applied, "console action");
+        }
+        count(action.name(), scope, applied);
+        let back = field(form, "back")
+            .filter(|b| b.starts_with("?") && !b.contains(['\r', '\n']))
+            .unwrap_or("?");
+        let sep = if back == "?" { "" } else { "&" };
+        Ok(ConsoleResponse::see_other(&format!(
+            "{}/dead{back}{sep}done={}&n={applied}",
+            view.base,
+            action.name()
+        )))
+    }
+
+    /// Dead letters matching `filter` and `keep`, at most `limit`, reading
+    /// pages from the store; `more` when the limit cut the scan short.
+    async fn collect(
+        &self,
+        filter: &DeadLetterFilter,
+        limit: usize,
+        keep: impl Fn(&DeadLetter) -> bool,
+    ) -> Result<Collected, InboxError> {
+        // One more than wanted tells whether the limit cut the list short.
+        let page_size = u32::try_from(limit.saturating_add(1)).map_or(1_000, |n| n.min(1_000));
+        let mut filter = DeadLetterFilter {
+            limit: Some(page_size),
+            ..filter.clone()
+        };
+        let mut items = Vec::new();
+        let mut read = 0_usize;
+        loop {
+            let page = self.inner.inbox.dead_letters(&filter).await?;
+            for dead in page.items {
+                read += 1;
+                if keep(&dead) {
+                    if items.len() == limit {
+                        return Ok(Collected { items, more: true });
+                    }
+                    items.push(dead);
+                }
+                if read >= SCAN_CAP {
+                    return Ok(Collected { items, more: true });
+                }
+            }
+            match page.next {
+                Some(next) => filter.after = Some(next),
+                None => return Ok(Collected { items, more: false }),
+            }
+        }
+    }
+}
+
+impl Console {
+    /// The deliveries in one state (`?state=`, due by default), newest first
+    /// unless `order=oldest`, with the list's filters (the delivery id
+    /// exact), cursor-paginated; read-only (the dead letters' actions are on
+    /// `/dead`).
+    async fn deliveries(
+        &self,
+        view: &render::View<'_>,
+        query: &[(String, String)],
+    ) -> Result<ConsoleResponse, InboxError> {
+        let filter = match delivery_filter(query) {
+            Ok(filter) => filter,
+            Err(reason) => return Ok(bad_request(view.base, reason)),
+        };
+        let page = self.inner.inbox.deliveries(&filter).await?;
+        let params = list_params(query);
+        Ok(ConsoleResponse::html(
+            StatusCode::OK,
+            render::deliveries(view, &params, &filter, &page),
+        ))
+    }
+
+    /// One delivery in any state: metadata, headers, the body for admins
+    /// (or everyone with [`bodies_for_read_only`](Console::bodies_for_read_only)).
+    async fn delivery(
+        &self,
+        view: &render::View<'_>,
+        query: &[(String, String)],
+    ) -> Result<ConsoleResponse, InboxError> {
+        let Some(key) = field(query, "key") else {
+            return Ok(bad_request(view.base, "key is required"));
+        };
+        let Some(one) = self.inner.inbox.delivery_get(key).await? else {
+            return Ok(ConsoleResponse::html(
+                StatusCode::NOT_FOUND,
+                render::message(
+                    view.base,
+                    "No such delivery",
+                    "The inbox does not hold this event (never received, discarded or purged).",
+                ),
+            ));
+        };
+        let show_body = view.admin || self.inner.bodies_for_read_only;
+        Ok(ConsoleResponse::html(
+            StatusCode::OK,
+            render::delivery(view, &one, show_body, self.inner.body_cap),
+        ))
+    }
+}
+
+/// The deliveries page's filter: `state`, `order` (`newest` by default),
+/// the list's filters (from / until as UTC times), the cursor; pages of 50.
+fn delivery_filter(query: &[(String, String)]) -> Result<DeliveryFilter, &'static str> {
+    // An empty form field means "any", `state` and `order` included.
+    let mut filter = crate::inbox::admin::delivery_filter_from(
+        |name| field(query, name).filter(|v| !v.is_empty()),
+        parse_utc,
+        "from and until are UTC times: 2026-12-01T15:30",
+    )?;
+    filter.limit = Some(50);
+    Ok(filter)
+}
+
+/// How many dead letters the overview groups by scheme and event type.
+const BREAKDOWN_SAMPLE: usize = 250;
+/// How many dead letters a delivery-id lookup scans.
+const DELIVERY_SCAN: usize = 10_000;
+/// The most dead letters one request reads from the store.
+const SCAN_CAP: usize = 10_000;
+
+struct Collected {
+    items: Vec<DeadLetter>,
+    more: bool,
+}
+
+#[derive(Clone, Copy)]
+enum BulkAction {
+    Replay,
+    Discard,
+}
+
+impl BulkAction {
+    fn parse(name: &str) -> Option<Self> {
+        match name {
+            "replay" => Some(Self::Replay),
+            "discard" => Some(Self::Discard),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Replay => "replay",
+            Self::Discard => "discard",
+        }
+    }
+}
+
+fn count(action: &'static str, scope: &'static str, n: u64) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(ACTIONS, "action" => action, "scope" => scope).increment(n);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (action, scope, n);
+}
+
+fn strip_body(mut dead: DeadLetter) -> DeadLetter {
+    dead.body = Bytes::new();
+    dead
+}
+
+fn forbidden(base: &str, reason: &str) -> ConsoleResponse {
+    ConsoleResponse::html(
+        StatusCode::FORBIDDEN,
+        render::message(base, "Forbidden", reason),
+    )
+}
+
+fn bad_request(base: &str, reason: &str) -> ConsoleResponse {
+    ConsoleResponse::html(
+        StatusCode::BAD_REQUEST,
+        render::message(base, "Bad request", reason),
+    )
+}
+
+fn method_not_allowed(base: &str) -> ConsoleResponse {
+    ConsoleResponse::html(
+        StatusCode::METHOD_NOT_ALLOWED,
+        render::message(
+            base,
+            "Method not allowed",
+            "This page does not take that method.",
+        ),
+    )
+}
+
+/// The mount path, only if it is a plain absolute path (never `//host`).
+fn clean_base(base: &str) -> &str {
+    let base = base.trim_end_matches('/');
+    if base.starts_with('/')
+        && !base.starts_with("//")
+        && !base.contains(['\\', '"', '\'', '<', '>', '?', '#'])
+    {
+        base
+    } else {
+        ""
+    }
+}
+
+fn parse_form(bytes: &[u8]) -> Vec<(String, String)> {
+    form_urlencoded::parse(bytes)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    form.iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn list_filter(query: &[(String, String)]) -> Result<DeadLetterFilter, &'static str> {
+    let non_empty = |name| {
+        field(query, name)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let mut filter = DeadLetterFilter {
+        scheme: non_empty("scheme"),
+        event_type: non_empty("event_type"),
+        limit: Some(50),
+        ..DeadLetterFilter::default()
+    };
+    for (name, slot) in [
+        ("from", &mut filter.received_from),
+        ("until", &mut filter.received_until),
+    ] {
+        if let Some(text) = non_empty(name) {
+            *slot = Some(parse_utc(&text).ok_or("from and until are UTC times: 2026-12-01T15:30")?);
+        }
+    }
+    if let Some(after) = non_empty("after") {
+        filter.after = Some(
+            after
+                .parse::<DeadLetterCursor>()
+                .map_err(|_| "malformed cursor")?,
+        );
+    }
+    Ok(filter)
+}
+
+/// The list's filter as the request spells it.
+fn list_params(query: &[(String, String)]) -> render::ListParams<'_> {
+    let get = |name| field(query, name).unwrap_or("");
+    render::ListParams {
+        scheme: get("scheme"),
+        event_type: get("event_type"),
+        delivery_id: get("delivery_id"),
+        from: get("from"),
+        until: get("until"),
+    }
+}
+
+/// `2026-12-01`, `2026-12-01T15:30` or `2026-12-01T15:30:45` (what an
+/// `<input type="datetime-local">` sends), read as UTC.
+fn parse_utc(text: &str) -> Option<SystemTime> {
+    let (date, time) = text
+        .trim()
+        .split_once('T')
+        .unwrap_or((text.trim(), "00:00"));
+    let mut date = date.splitn(3, '-').map(str::parse::<i64>);
+    let (year, month, day) = (date.next()?.ok()?, date.next()?.ok()?, date.next()?.ok()?);
+    let mut time = time.splitn(3, ':').map(str::parse::<u64>);
+    let (hour, minute) = (time.next()?.ok()?, time.next()?.ok()?);
+    let second = time.next().transpose().ok()?.unwrap_or(0);
+    if !(1970..=9999).contains(&year)
+        || !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    // Howard Hinnant's days_from_civil.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = u64::try_from(era * 146_097 + doe - 719_468).ok()?;
+    let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+/// The confirmation shown after an action redirected back.
+fn notice(query: &[(String, String)]) -> Option<String> {
+    let n: u64 = field(query, "n")?.parse().ok()?;
+    let already = n == 0;
+    let what = match field(query, "done")? {
+        "pause" if already => return Some("Processing was already paused.".to_owned()),
+        "pause" => {
+            return Some(
+                "Processing paused: workers start no new events until it is resumed.".to_owned(),
+            );
+        }
+        "resume" if already => return Some("Processing was already running.".to_owned()),
+        "resume" => return Some("Processing resumed.".to_owned()),
+        "replay" => "replayed",
+        "discard" => "discarded",
+        "purge" => "purged (completed events)",
+        _ => return None,
+    };
+    Some(format!("{n} {what}."))
+}
+
+/// `90s`, `30m`, `12h`, `7d`, or plain seconds.
+fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&text[..i], c),
+        _ => (text, 's'),
+    };
+    let number: u64 = number.trim().parse().ok()?;
+    let secs = match unit {
+        's' => Some(number),
+        'm' => number.checked_mul(60),
+        'h' => number.checked_mul(3_600),
+        'd' => number.checked_mul(86_400),
+        _ => None,
+    }?;
+    Some(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30m"), Some(Duration::from_secs(1_800)));
+        assert_eq!(parse_duration("12h"), Some(Duration::from_secs(43_200)));
+        assert_eq!(parse_duration(" 7d "), Some(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("120"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7w"), None);
+        assert_eq!(parse_duration("d"), None);
+        assert_eq!(parse_duration(""), None);
+        assert_eq!(parse_duration("18446744073709551615d"), None);
+    }
+
+    #[test]
+    fn utc_times() {
+        let at = |secs| Some(std::time::UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(parse_utc("1970-01-01"), at(0));
+        assert_eq!(parse_utc("2026-12-01T15:57"), at(1_796_140_620));
+        assert_eq!(parse_utc("2026-12-01T15:57:21"), at(1_796_140_641));
+        assert_eq!(parse_utc("2000-03-01"), at(951_868_800));
+        for bad in [
+            "",
+            "2026-13-01",
+            "2026-12-01T24:00",
+            "yesterday",
+            "2026-12",
+            "1969-12-31",
+            "2026-12-01T10",
+        ] {
+            assert_eq!(parse_utc(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn bases_are_plain_paths() {
+        assert_eq!(clean_base("/ops/webhooks/"), "/ops/webhooks");
+        assert_eq!(clean_base("//evil.example"), "");
+        assert_eq!(clean_base("ops"), "");
+        assert_eq!(clean_base("/a\"b"), "");
+        assert_eq!(clean_base(""), "");
+    }
+}

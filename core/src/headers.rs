@@ -1,0 +1,239 @@
+//! [`HeaderLookup`]: how the pipeline reads a request's headers, in place,
+//! whatever the framework's header map.
+
+use std::sync::OnceLock;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+/// A request's headers as the pipeline and the verifiers read them: the
+/// first value of a name, every value of a name, every pair.
+///
+/// Implemented here for [`http::HeaderMap`] (axum, hyper, tower); an adapter
+/// whose framework keeps its own map (actix-web's) implements it over that
+/// map, so that a request's headers are read where they are instead of
+/// copied first. Names are looked up as [`HeaderName`]s, lower-case, and
+/// compared exactly (header names are case-insensitive; both maps store
+/// them lower-cased).
+///
+/// `Sync`, so that a [`RequestHead`](crate::RequestHead) holding one can be
+/// kept across an `await` of a `Send` future.
+pub trait HeaderLookup: Sync {
+    /// The first value of `name`, if the request has one.
+    fn get(&self, name: &HeaderName) -> Option<&[u8]>;
+
+    /// The first value of `name` as text, as [`HeaderValue::to_str`]
+    /// reads it (visible ASCII, spaces and tabs; otherwise
+    /// `Some(Err(NotText))`). The default checks [`get`](Self::get)'s
+    /// bytes with [`header_str`]; an implementation whose map validates
+    /// more cheaply (http's own `to_str`) answers with that.
+    fn get_str(&self, name: &HeaderName) -> Option<Result<&str, NotText>> {
+        self.get(name).map(|value| header_str(value).ok_or(NotText))
+    }
+
+    /// Calls `f` with every value of `name`, in the order received.
+    fn for_each_value(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8]));
+
+    /// Calls `f` with every `(name, value)` pair; the values of one name in
+    /// the order received.
+    fn for_each(&self, f: &mut dyn FnMut(&str, &[u8]));
+
+    /// The headers as an [`http::HeaderMap`], for what needs one (a
+    /// [`Verifier`](crate::Verifier) reading `&HeaderMap`, the headers an
+    /// inbox keeps): the map itself when it is one, otherwise a copy made
+    /// at most once per request ([`CopiedOnDemand`]).
+    fn header_map(&self) -> &HeaderMap;
+}
+
+impl HeaderLookup for HeaderMap {
+    fn get(&self, name: &HeaderName) -> Option<&[u8]> {
+        HeaderMap::get(self, name).map(HeaderValue::as_bytes)
+    }
+
+    fn get_str(&self, name: &HeaderName) -> Option<Result<&str, NotText>> {
+        HeaderMap::get(self, name).map(|value| value.to_str().map_err(|_| NotText))
+    }
+
+    fn for_each_value(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8])) {
+        for value in self.get_all(name) {
+            f(value.as_bytes());
+        }
+    }
+
+    fn for_each(&self, f: &mut dyn FnMut(&str, &[u8])) {
+        for (name, value) in self {
+            f(name.as_str(), value.as_bytes());
+        }
+    }
+
+    fn header_map(&self) -> &HeaderMap {
+        self
+    }
+}
+
+/// A header value that is not text ([`HeaderLookup::get_str`]): a byte
+/// outside visible ASCII, space and tab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotText;
+
+/// The value as text when it is what [`HeaderValue::to_str`] accepts
+/// (visible ASCII, spaces and tabs), as the verifiers read a header.
+#[must_use]
+pub fn header_str(value: &[u8]) -> Option<&str> {
+    if value.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) {
+        // Visible ASCII is UTF-8.
+        std::str::from_utf8(value).ok()
+    } else {
+        None
+    }
+}
+
+/// The first value of `name` as text ([`header_str`]): `None` when absent,
+/// `Some(Err(()))` when present but not visible ASCII.
+pub(crate) fn get_str<'h>(
+    headers: &'h (impl HeaderLookup + ?Sized),
+    name: &HeaderName,
+) -> Option<Result<&'h str, NotText>> {
+    headers.get_str(name)
+}
+
+/// Every header of `headers` in an [`http::HeaderMap`], in one pass: the
+/// values are copied into one buffer and each is split off it (one
+/// allocation for all of them rather than one per value). A pair that is
+/// not a valid http 1.x name and value is left out.
+#[must_use]
+pub fn copy_header_map(headers: &(impl HeaderLookup + ?Sized), len_keys: usize) -> HeaderMap {
+    let mut values = bytes::BytesMut::with_capacity(HEADER_VALUES_CAPACITY);
+    let mut out = HeaderMap::with_capacity(len_keys);
+    headers.for_each(&mut |name, value| {
+        values.extend_from_slice(value);
+        let value = values.split().freeze();
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_maybe_shared(value),
+        ) {
+            out.append(name, value);
+        }
+    });
+    out
+}
+
+/// The header values' buffer of [`copy_header_map`]: most webhook
+/// requests' values fit.
+pub const HEADER_VALUES_CAPACITY: usize = 512;
+
+/// A framework's own header map read in place, with the
+/// [`http::HeaderMap`] copy that [`HeaderLookup::header_map`] answers made
+/// only when something asks for it, and once.
+///
+/// An adapter implements [`ForeignHeaders`] for its framework's map and
+/// hands the pipeline a `CopiedOnDemand` of it.
+#[derive(Debug)]
+pub struct CopiedOnDemand<H> {
+    headers: H,
+    copy: OnceLock<HeaderMap>,
+}
+
+impl<H> CopiedOnDemand<H> {
+    /// `headers`, not copied yet.
+    pub fn new(headers: H) -> Self {
+        Self {
+            headers,
+            copy: OnceLock::new(),
+        }
+    }
+
+    /// The framework's map back.
+    pub fn into_inner(self) -> H {
+        self.headers
+    }
+
+    /// The framework's map, to change or take back; the copy, if one was
+    /// made, is dropped (it would no longer match).
+    pub fn inner_mut(&mut self) -> &mut H {
+        self.copy = OnceLock::new();
+        &mut self.headers
+    }
+
+    /// Whether the copy was made (for tests: the paths that need none make none).
+    #[must_use]
+    pub fn copied(&self) -> bool {
+        self.copy.get().is_some()
+    }
+}
+
+/// A framework's header map, read in place (see [`CopiedOnDemand`]).
+pub trait ForeignHeaders: Sync {
+    /// The first value of `name`.
+    fn get(&self, name: &HeaderName) -> Option<&[u8]>;
+    /// The first value of `name` as text ([`HeaderLookup::get_str`]).
+    fn get_str(&self, name: &HeaderName) -> Option<Result<&str, NotText>> {
+        self.get(name).map(|value| header_str(value).ok_or(NotText))
+    }
+    /// Calls `f` with every value of `name`, in order.
+    fn for_each_value(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8]));
+    /// Calls `f` with every `(name, value)` pair.
+    fn for_each(&self, f: &mut dyn FnMut(&str, &[u8]));
+    /// How many distinct names (the copy's capacity).
+    fn len_keys(&self) -> usize;
+}
+
+impl<H: ForeignHeaders> HeaderLookup for CopiedOnDemand<H> {
+    fn get(&self, name: &HeaderName) -> Option<&[u8]> {
+        self.headers.get(name)
+    }
+
+    fn get_str(&self, name: &HeaderName) -> Option<Result<&str, NotText>> {
+        self.headers.get_str(name)
+    }
+
+    fn for_each_value(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8])) {
+        self.headers.for_each_value(name, f);
+    }
+
+    fn for_each(&self, f: &mut dyn FnMut(&str, &[u8])) {
+        self.headers.for_each(f);
+    }
+
+    fn header_map(&self) -> &HeaderMap {
+        self.copy
+            .get_or_init(|| copy_header_map(self, self.headers.len_keys()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_str_accepts_what_to_str_accepts() {
+        for b in 0..=255u8 {
+            let bytes = [b'a', b, b'z'];
+            let Ok(value) = HeaderValue::from_bytes(&bytes) else {
+                continue;
+            };
+            assert_eq!(header_str(&bytes), value.to_str().ok(), "byte {b}");
+        }
+    }
+
+    #[test]
+    fn the_http_map_answers_as_itself() {
+        let mut map = HeaderMap::new();
+        map.append("x-multi", HeaderValue::from_static("one"));
+        map.append("x-multi", HeaderValue::from_static("two"));
+        map.append("x-raw", HeaderValue::from_bytes(b"\xff\xfe").unwrap());
+        let name = HeaderName::from_static("x-multi");
+        assert_eq!(HeaderLookup::get(&map, &name), Some(&b"one"[..]));
+        let mut all = Vec::new();
+        map.for_each_value(&name, &mut |v| all.push(v.to_vec()));
+        assert_eq!(all, [b"one".to_vec(), b"two".to_vec()]);
+        let raw = HeaderName::from_static("x-raw");
+        assert_eq!(get_str(&map, &raw), Some(Err(NotText)));
+        assert_eq!(
+            HeaderLookup::get(&map, &raw).map(|v| header_str(v).ok_or(NotText)),
+            Some(Err(NotText))
+        );
+        assert!(std::ptr::eq(map.header_map(), &map));
+        let copy = copy_header_map(&map, 2);
+        assert_eq!(copy, map);
+    }
+}
