@@ -780,6 +780,12 @@ async fn redis_scripts_flushed_on_the_server_are_loaded_again() {
     flush_scripts(&authority).await;
     assert_eq!(store.claim(&a, token, LEASE).await.unwrap(), Claim::Claimed);
     flush_scripts(&authority).await;
+    // In flight: the claim's script decides (the fast path only sets).
+    assert!(matches!(
+        store.claim(&a, ClaimToken::random(), LEASE).await.unwrap(),
+        Claim::InFlight { .. }
+    ));
+    flush_scripts(&authority).await;
     assert_eq!(
         store.extend(&a, token, LEASE).await.unwrap(),
         Transition::Applied
@@ -800,6 +806,72 @@ async fn redis_scripts_flushed_on_the_server_are_loaded_again() {
     assert_eq!(store.claim(&b, token, LEASE).await.unwrap(), Claim::Claimed);
     flush_scripts(&authority).await;
     assert_eq!(store.release(&b, token).await.unwrap(), Transition::Applied);
+    backend.cleanup().await;
+}
+
+/// Issue 23: a fresh key is claimed by one plain `SET … NX GET` (no script):
+/// its value is `{token}/+` and it lives the lease plus the grace; the
+/// script reads the deadline back from that expiry (in flight for what is
+/// left of the lease, then taken over).
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_claims_a_fresh_key_with_one_plain_set() {
+    use webhooks_core::dedup::EXPIRED_CLAIM_GRACE;
+    let Some((backend, store)) = fresh_store::<Redis>().await else {
+        return;
+    };
+    let client = ::redis::Client::open(backend.url.as_str()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let fresh = key("fast");
+    let token = ClaimToken::random();
+    assert_eq!(store.claim(&fresh, token, LEASE).await.unwrap(), Claim::Claimed);
+    let stored = format!("{}{fresh}", backend.scope());
+    let value: String = ::redis::cmd("GET")
+        .arg(&stored)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(value, format!("{}/+", token.to_hex()));
+    let pttl: i64 = ::redis::cmd("PTTL")
+        .arg(&stored)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let full = i64::try_from((LEASE + EXPIRED_CLAIM_GRACE).as_millis()).unwrap();
+    assert!(pttl <= full && pttl > full - 5_000, "{pttl}");
+    let Claim::InFlight { retry_after } = store
+        .claim(&fresh, ClaimToken::random(), LEASE)
+        .await
+        .unwrap()
+    else {
+        panic!("in flight expected");
+    };
+    assert!(
+        retry_after <= LEASE && retry_after > LEASE - Duration::from_secs(5),
+        "{retry_after:?}"
+    );
+    // A fast-path key whose lease has run out (its expiry within the grace)
+    // is taken over by the script, and the old holder is stale.
+    let () = ::redis::cmd("PEXPIRE")
+        .arg(&stored)
+        .arg(i64::try_from(EXPIRED_CLAIM_GRACE.as_millis()).unwrap() - 1_000)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let new = ClaimToken::random();
+    assert_eq!(store.claim(&fresh, new, LEASE).await.unwrap(), Claim::Claimed);
+    assert_eq!(
+        store.complete(&fresh, token, LEASE).await.unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(
+        store.complete(&fresh, new, LEASE).await.unwrap(),
+        Transition::Applied
+    );
+    assert_eq!(
+        store.claim(&fresh, ClaimToken::random(), LEASE).await.unwrap(),
+        Claim::Completed
+    );
     backend.cleanup().await;
 }
 

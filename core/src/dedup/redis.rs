@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -32,6 +33,10 @@ end
 /// Claims `KEYS[1]` for token `ARGV[1]`, lease `ARGV[2]` ms, keeping the key
 /// `ARGV[3]` ms past the lease. Returns `{1, 0}` claimed, `{2, 0}`
 /// completed, `{3, ms left}` in flight.
+///
+/// A value `{token}/+` was written by the plain-`SET` fast path
+/// ([`FAST_CLAIM_SUFFIX`]): its deadline is the key's expiry less the grace
+/// (`ARGV[3]`).
 const CLAIM: &str = r"
 local v = redis.call('GET', KEYS[1])
 if v == 'done' then
@@ -41,7 +46,11 @@ local now = now_ms()
 if v then
   local deadline = tonumber(string.match(v, '^%x+/(%d+)$'))
   if not deadline then
-    return {3, redis.call('PTTL', KEYS[1])}
+    local pttl = redis.call('PTTL', KEYS[1])
+    if not string.match(v, '^%x+/%+$') then
+      return {3, pttl}
+    end
+    deadline = now + pttl - tonumber(ARGV[3])
   end
   if deadline > now then
     return {3, deadline - now}
@@ -149,6 +158,9 @@ pub struct RedisStore {
     prefix: Arc<str>,
     command_timeout: Duration,
     scripts: Arc<Scripts>,
+    /// Whether the server takes `SET … NX GET` (Redis 7.0 or later): cleared,
+    /// for every clone, by the first reply saying it does not.
+    fast_claim: Arc<AtomicBool>,
 }
 
 /// The four scripts, shared with the cluster store.
@@ -313,6 +325,7 @@ impl RedisStore {
             prefix: Arc::from(Self::DEFAULT_PREFIX),
             command_timeout: Self::DEFAULT_COMMAND_TIMEOUT,
             scripts: Arc::new(Scripts::new()),
+            fast_claim: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -382,6 +395,46 @@ impl RedisStore {
         run_script(&mut connection, script, &cmd, self.command_timeout).await
     }
 
+    /// The claim's fast path: one plain `SET key {token}/+ NX GET PX
+    /// lease+grace`, the cost of the hand-written `SET NX` it replaces. A
+    /// missing key is claimed by it and a completed one answered `done`;
+    /// `None` when the key is in flight or its lease ran out (the script
+    /// decides, by the key's expiry: the deadline is the expiry less the
+    /// grace) or when the server is older than Redis 7.0 (from then on this
+    /// store runs the script only).
+    async fn fast_claim(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Option<Result<Claim, StoreError>> {
+        if !self.fast_claim.load(Ordering::Relaxed) {
+            return None;
+        }
+        let cmd = fast_claim_cmd(&self.prefix, key, token, lease);
+        let mut connection = self.connection.clone();
+        let reply = match tokio::time::timeout(
+            self.command_timeout,
+            cmd.query_async::<Option<Vec<u8>>>(&mut connection),
+        )
+        .await
+        {
+            Ok(reply) => reply,
+            Err(_) => return Some(Err(StoreError::Timeout)),
+        };
+        match reply {
+            Ok(None) => Some(Ok(Claim::Claimed)),
+            Ok(Some(value)) if value == b"done" => Some(Ok(Claim::Completed)),
+            Ok(Some(_)) => None,
+            Err(error) if set_nx_get_unsupported(&error) => {
+                self.fast_claim.store(false, Ordering::Relaxed);
+                tracing::debug!("the Redis server refuses SET NX GET: claims run a script");
+                None
+            }
+            Err(error) => Some(Err(store_error(error))),
+        }
+    }
+
     async fn token_script(
         &self,
         script: &Script,
@@ -417,6 +470,33 @@ pub(super) fn eval_cmd(
         cmd.arg(*millis);
     }
     cmd
+}
+
+/// The suffix after the token in a value written by the claim's fast path
+/// (`SET key {token}/+ NX GET PX lease+grace`): the lease's deadline is the
+/// key's expiry less [`EXPIRED_CLAIM_GRACE`](super::EXPIRED_CLAIM_GRACE).
+const FAST_CLAIM_SUFFIX: &[u8] = b"/+";
+
+/// `SET {prefix}{key} {token}/+ NX GET PX {lease + grace}` in one buffer.
+fn fast_claim_cmd(prefix: &str, key: &str, token: ClaimToken, lease: Duration) -> redis::Cmd {
+    let mut value = [0; 34];
+    value[..32].copy_from_slice(&token.hex_digits());
+    value[32..].copy_from_slice(FAST_CLAIM_SUFFIX);
+    let mut cmd = redis::Cmd::with_capacity(7, 3 + prefix.len() + key.len() + 34 + 10 + 20);
+    cmd.arg("SET")
+        .arg(PrefixedKey(prefix, key))
+        .arg(&value[..])
+        .arg("NX")
+        .arg("GET")
+        .arg("PX")
+        .arg(millis(lease).saturating_add(grace()));
+    cmd
+}
+
+/// A server older than Redis 7.0 answers `SET … NX GET` with a syntax error.
+fn set_nx_get_unsupported(error: &RedisError) -> bool {
+    error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+        && error.to_string().contains("syntax error")
 }
 
 /// Runs `cmd` (`script`'s `EVALSHA`) on `connection` within `timeout`; a
@@ -526,6 +606,9 @@ impl DedupStore for RedisStore {
         token: ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
+        if let Some(claim) = self.fast_claim(key, token, lease).await {
+            return claim;
+        }
         let answer = self
             .run(&self.scripts.claim, key, token, &[millis(lease), grace()])
             .await?;
@@ -577,6 +660,32 @@ mod tests {
             PrefixedKey("dedup:", "ns:s:id").to_string(),
             "dedup:ns:s:id"
         );
+    }
+
+    /// Redis before 7.0 answers `SET … NX GET` with `-ERR syntax error`
+    /// (its `shared.syntaxerr`): recognised, and nothing else is.
+    #[test]
+    fn an_old_servers_refusal_is_recognised() {
+        let error = |reply: &[u8]| {
+            redis::parse_redis_value(reply)
+                .unwrap()
+                .extract_error()
+                .unwrap_err()
+        };
+        assert!(set_nx_get_unsupported(&error(b"-ERR syntax error\r\n")));
+        for other in [
+            &b"-ERR max number of clients reached\r\n"[..],
+            b"-NOSCRIPT No matching script\r\n",
+            b"-READONLY You can't write against a read only replica.\r\n",
+            b"-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+        ] {
+            assert!(!set_nx_get_unsupported(&error(other)));
+        }
+        let cmd = fast_claim_cmd("p:", "k", ClaimToken::from_u128(1), Duration::from_secs(1));
+        let packed = String::from_utf8(cmd.get_packed_command()).unwrap();
+        assert!(packed.contains("p:k"), "{packed}");
+        assert!(packed.contains(&format!("{:032x}/+", 1)), "{packed}");
+        assert!(packed.contains(&(1_000 + grace()).to_string()), "{packed}");
     }
 
     #[test]
