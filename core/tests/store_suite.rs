@@ -824,7 +824,10 @@ async fn redis_claims_a_fresh_key_with_one_plain_set() {
     let mut connection = client.get_multiplexed_async_connection().await.unwrap();
     let fresh = key("fast");
     let token = ClaimToken::random();
-    assert_eq!(store.claim(&fresh, token, LEASE).await.unwrap(), Claim::Claimed);
+    assert_eq!(
+        store.claim(&fresh, token, LEASE).await.unwrap(),
+        Claim::Claimed
+    );
     let stored = format!("{}{fresh}", backend.scope());
     let value: String = ::redis::cmd("GET")
         .arg(&stored)
@@ -859,7 +862,10 @@ async fn redis_claims_a_fresh_key_with_one_plain_set() {
         .await
         .unwrap();
     let new = ClaimToken::random();
-    assert_eq!(store.claim(&fresh, new, LEASE).await.unwrap(), Claim::Claimed);
+    assert_eq!(
+        store.claim(&fresh, new, LEASE).await.unwrap(),
+        Claim::Claimed
+    );
     assert_eq!(
         store.complete(&fresh, token, LEASE).await.unwrap(),
         Transition::Stale
@@ -869,7 +875,10 @@ async fn redis_claims_a_fresh_key_with_one_plain_set() {
         Transition::Applied
     );
     assert_eq!(
-        store.claim(&fresh, ClaimToken::random(), LEASE).await.unwrap(),
+        store
+            .claim(&fresh, ClaimToken::random(), LEASE)
+            .await
+            .unwrap(),
         Claim::Completed
     );
     backend.cleanup().await;

@@ -96,7 +96,8 @@ return 0
 ///
 /// Each delivery is one string key, `prefix + pipeline key`. While in flight
 /// its value is the holder's [`ClaimToken`] in hex and the lease's deadline
-/// (`{token}/{epoch ms}`, by the server's clock), and the key lives
+/// (`{token}/{epoch ms}`, by the server's clock, or `{token}/+` when the
+/// deadline is the key's expiry less the grace), and the key lives
 /// [`EXPIRED_CLAIM_GRACE`](super::EXPIRED_CLAIM_GRACE) past that deadline;
 /// once completed its value is `done` and it lives for the retention. Every
 /// operation is one Lua script on that one key (atomic, and Redis Cluster
@@ -104,9 +105,13 @@ return 0
 /// one server, a primary or a cluster-aware proxy; `RedisClusterStore`, with
 /// the `redis-cluster` feature, runs these scripts on a Redis Cluster):
 ///
-/// - claim: reads the key; `done` is completed, a live deadline is in flight
-///   (with the time left); a missing key or a passed deadline is claimed:
-///   `SET key token/deadline PX lease+grace`;
+/// - claim: first one plain `SET key token/+ NX GET PX lease+grace` (Redis
+///   7.0 or later; no script): a missing key is claimed by it, and `done`
+///   comes back as completed. Only a key in flight runs the claim script,
+///   which reads the key: a live deadline is in flight (with the time left),
+///   a passed one is taken over (`SET key token/deadline PX lease+grace`). A
+///   `token/+` value's deadline is the key's expiry less the grace. Against
+///   an older server the store runs the script for every claim;
 /// - complete: if the token holds the key (its lease may have run out, as
 ///   long as nobody took over), `SET key done PX retention`;
 /// - release: if the token holds the key, `DEL key`;

@@ -23,7 +23,9 @@ use crate::ConfigError;
 ///
 /// Keys, values and scripts are [`RedisStore`]'s: each delivery is one string
 /// key, `prefix + pipeline key`, and every operation is one Lua script that
-/// declares that key as its only `KEYS[1]`. The cluster client sends each
+/// declares that key as its only `KEYS[1]` (this store runs the claim script
+/// for every claim; the single-server store's plain-`SET` fast path for a
+/// fresh key is not used here, and the values it writes read the same). The cluster client sends each
 /// script to the primary that owns the key's slot, so the keys (and the load)
 /// spread over the cluster's primaries, and every operation stays atomic on
 /// its key. The guarantees are the single server's: one claim wins, a

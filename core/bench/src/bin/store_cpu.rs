@@ -9,7 +9,8 @@
 //! One delivery is what the pipeline asks of a store: a claim before the
 //! handler and a completion after it, one after the other on one connection.
 //!
-//! - **Redis**: `RedisStore::claim` + `complete` (two `EVALSHA`s) against
+//! - **Redis**: `RedisStore::claim` + `complete` (a `SET … NX GET` and an
+//!   `EVALSHA`) against
 //!   `SET key token NX PX lease` + `SET key done PX retention`, through the
 //!   same `redis` crate and `ConnectionManager`. The server is a private
 //!   `redis-server` this program starts on a free port (nothing else talks
