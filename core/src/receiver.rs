@@ -1482,7 +1482,9 @@ pub struct ReceiverBuilder {
     /// receiver an in-process store (feature `memory`).
     default_store: bool,
     /// Where in the source the receiver is built (`Receiver::new`/`builder`,
-    /// or actix's `Webhooks::new`, which track their caller).
+    /// or actix's `Webhooks::new`, which track their caller). Read only by
+    /// the in-process store's sharing (feature `memory`).
+    #[cfg_attr(not(feature = "memory"), allow(dead_code))]
     site: &'static std::panic::Location<'static>,
     /// Set by [`share_default_store`](ReceiverBuilder::share_default_store).
     share_group: Option<u64>,
