@@ -651,6 +651,13 @@ impl Receiver {
             status = field::Empty,
             latency_us = field::Empty,
         );
+        if span_unseen(&span) {
+            // Nothing to enter, record or time: the outcome's events only.
+            self.inner.signals.received(scheme);
+            let result = work.await;
+            self.outcome(scheme, &result, &tracing::Span::none());
+            return result;
+        }
         let started = Instant::now();
         self.inner.signals.received(scheme);
         let result = work.instrument(span.clone()).await;
@@ -659,7 +666,19 @@ impl Receiver {
             "latency_us",
             u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         );
-        match &result {
+        self.outcome(scheme, &result, &span);
+        result
+    }
+
+    /// The outcome of a delivery: its signals, the `webhook` span's fields
+    /// and the log line.
+    fn outcome<T>(
+        &self,
+        scheme: &'static str,
+        result: &Result<T, Rejection>,
+        span: &tracing::Span,
+    ) {
+        match result {
             // Per-delivery success stays below INFO: enable DEBUG for the
             // `webhooks_core` target (or read the span) to see each one.
             Ok(_) => tracing::debug!("webhook handled"),
@@ -687,7 +706,29 @@ impl Receiver {
                 }
             }
         }
-        result
+    }
+}
+
+/// Whether nothing can see the `webhook` span: no subscriber enabled it,
+/// and tracing's `log` fallback (when a dependency turns on tracing's `log`
+/// feature, as actix-web does, and no subscriber is set) would write none
+/// of it. The pipeline then neither enters the span, records its fields nor
+/// times the request for it.
+fn span_unseen(span: &tracing::Span) -> bool {
+    span.is_disabled() && (span.metadata().is_none() || log_drops_info())
+}
+
+/// Whether `log` drops INFO records (the `webhook` span's level): then
+/// tracing's `log` fallback writes nothing of the span. Without the `log`
+/// feature this cannot be read, and is taken to be false.
+fn log_drops_info() -> bool {
+    #[cfg(feature = "log")]
+    {
+        log::STATIC_MAX_LEVEL < log::LevelFilter::Info || log::max_level() < log::LevelFilter::Info
+    }
+    #[cfg(not(feature = "log"))]
+    {
+        false
     }
 }
 
