@@ -353,16 +353,17 @@ impl Receiver {
     ) -> Step<'a> {
         let inner = &self.inner;
         let scheme = inner.verifier.scheme();
+        // One clock reading ends the verification and starts the claim.
+        let verified_at = Instant::now();
         let verified = match result {
             Ok(verified) => {
-                let took = verify_started.elapsed();
+                let took = verified_at.saturating_duration_since(verify_started);
                 inner.signals.verified(scheme, &verified.matched_key, took);
                 verified
             }
             Err(error) => {
-                inner
-                    .signals
-                    .verify_failed(scheme, verify_started.elapsed());
+                let took = verified_at.saturating_duration_since(verify_started);
+                inner.signals.verify_failed(scheme, took);
                 return Step::Done(Err(error.into()));
             }
         };
@@ -411,7 +412,7 @@ impl Receiver {
             token: ClaimToken::random(),
             body,
             observer,
-            started: Instant::now(),
+            started: verified_at,
         };
         if let Some(token) = inner.pending.token(&claiming.key) {
             // This process handled the delivery and retries its completion:
