@@ -4,17 +4,20 @@ use std::cell::Cell;
 use std::fmt;
 use std::future::{Ready, ready};
 use std::rc::Rc;
+use std::sync::OnceLock;
 
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{
     Extensions, Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready,
 };
-use actix_web::http::header::HeaderMap;
+use actix_web::http::header::{HeaderMap, HeaderValue};
 use actix_web::{Error, HttpMessage as _, web};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use futures_util::future::LocalBoxFuture;
-use webhooks_core::headers::{CopiedOnDemand, ForeignHeaders, NotText};
+use webhooks_core::headers::{
+    CopiedOnDemand, FirstOf, ForeignHeaders, NotText, first_of_by_lookup, first_of_in_one_scan,
+};
 use webhooks_core::{
     BodyCollector, Delivery, Incoming, Receiver, Rejection, RequestHead, RequestVerifier,
 };
@@ -177,7 +180,7 @@ where
                     .path_and_query()
                     .map_or(req.path(), |target| target.as_str())
                     .to_owned(),
-                headers: CopiedOnDemand::new(ActixHeaders(std::mem::take(req.headers_mut()))),
+                headers: CopiedOnDemand::new(ActixHeaders::new(std::mem::take(req.headers_mut()))),
                 returned: Rc::clone(&returned),
             };
             let read = read_limited(payload, receiver.body_limit());
@@ -236,7 +239,7 @@ impl Incoming for IncomingHead {
 
 impl Drop for IncomingHead {
     fn drop(&mut self) {
-        let headers = std::mem::take(&mut self.headers.inner_mut().0);
+        let headers = self.headers.inner_mut().take();
         self.returned.set(Some(headers));
     }
 }
@@ -253,12 +256,85 @@ fn restore_headers(req: &mut ServiceRequest, returned: &Cell<Option<HeaderMap>>)
 /// parsing it into an http 0.2 name (which allocates for names that are not
 /// standard ones, such as `webhook-id`); actix caps a request's headers, so
 /// the scan is bounded.
-struct ActixHeaders(HeaderMap);
+struct ActixHeaders {
+    map: HeaderMap,
+    /// The answer to the first [`get_str_first_of`](ForeignHeaders::get_str_first_of)
+    /// (a scheme's head, which it reads again to verify), for those groups.
+    remembered: OnceLock<Remembered>,
+}
+
+/// The most groups of names whose answer is remembered.
+const REMEMBERED_GROUPS: usize = 4;
+
+/// What one `get_str_first_of` found, kept for the same `'static` groups:
+/// for each group, the index of the name found, the position of its value
+/// in the map's iteration order (the same while the map is not changed;
+/// it is only taken back, and this with it), and whether it is text.
+struct Remembered {
+    groups: &'static [&'static [http::HeaderName]],
+    found: [Option<Found>; REMEMBERED_GROUPS],
+}
+
+/// One group's answer in [`Remembered`] (small: it is carried in every
+/// request's future).
+#[derive(Clone, Copy)]
+struct Found {
+    index: u8,
+    position: u8,
+    text: bool,
+}
+
+impl ActixHeaders {
+    fn new(map: HeaderMap) -> Self {
+        Self {
+            map,
+            remembered: OnceLock::new(),
+        }
+    }
+
+    /// The map, taken back (what was remembered of it goes with it).
+    fn take(&mut self) -> HeaderMap {
+        self.remembered = OnceLock::new();
+        std::mem::take(&mut self.map)
+    }
+}
+
+impl Remembered {
+    /// The answer again: the values at the positions found, in one walk of
+    /// the map up to the last of them, without comparing names.
+    fn answer<'h>(&self, map: &'h HeaderMap, out: &mut [FirstOf<'h>]) {
+        out.fill(None);
+        let Some(last) = self.found.iter().flatten().map(|f| f.position).max() else {
+            return;
+        };
+        for (at, (_, value)) in map.iter().enumerate().take(usize::from(last) + 1) {
+            for (slot, found) in out.iter_mut().zip(&self.found) {
+                if let Some(found) = found
+                    && usize::from(found.position) == at
+                {
+                    // Checked as `to_str` checks it when found: visible
+                    // ASCII is UTF-8.
+                    let value = if found.text {
+                        std::str::from_utf8(value.as_bytes()).map_err(|_| NotText)
+                    } else {
+                        Err(NotText)
+                    };
+                    *slot = Some((usize::from(found.index), value));
+                }
+            }
+        }
+    }
+}
+
+/// A value as text ([`ForeignHeaders::get_str`]).
+fn value_str(value: &HeaderValue) -> Result<&str, NotText> {
+    value.to_str().map_err(|_| NotText)
+}
 
 impl ForeignHeaders for ActixHeaders {
     fn get(&self, name: &http::HeaderName) -> Option<&[u8]> {
         let name = name.as_str();
-        self.0
+        self.map
             .iter()
             .find(|(key, _)| key.as_str() == name)
             .map(|(_, value)| value.as_bytes())
@@ -266,15 +342,64 @@ impl ForeignHeaders for ActixHeaders {
 
     fn get_str(&self, name: &http::HeaderName) -> Option<Result<&str, NotText>> {
         let name = name.as_str();
-        self.0
+        self.map
             .iter()
             .find(|(key, _)| key.as_str() == name)
-            .map(|(_, value)| value.to_str().map_err(|_| NotText))
+            .map(|(_, value)| value_str(value))
+    }
+
+    // Every group in one scan of the map, instead of one scan per name, and
+    // the same groups answered again from what that scan found.
+    fn get_str_first_of<'h>(
+        &'h self,
+        groups: &'static [&'static [http::HeaderName]],
+        out: &mut [FirstOf<'h>],
+    ) {
+        if let Some(remembered) = self.remembered.get()
+            && std::ptr::eq(remembered.groups, groups)
+        {
+            remembered.answer(&self.map, out);
+            return;
+        }
+        if groups.len() > REMEMBERED_GROUPS {
+            first_of_by_lookup(groups, out, |name| self.get_str(name));
+            return;
+        }
+        let mut found = [None; REMEMBERED_GROUPS];
+        let pairs =
+            (self.map.iter().enumerate()).map(|(at, (key, value))| (key.as_str(), (at, value)));
+        first_of_in_one_scan(pairs, groups, &mut found);
+        let mut remembered = Some(Remembered {
+            groups,
+            found: [None; REMEMBERED_GROUPS],
+        });
+        for (at, (slot, found)) in out.iter_mut().zip(&found).enumerate() {
+            *slot = found.map(|(index, (position, value))| {
+                let value = value_str(value);
+                let found = (u8::try_from(index).ok())
+                    .zip(u8::try_from(position).ok())
+                    .map(|(index, position)| Found {
+                        index,
+                        position,
+                        text: value.is_ok(),
+                    });
+                match (&mut remembered, found) {
+                    (Some(r), Some(found)) => r.found[at] = Some(found),
+                    // Beyond what is kept (a map of more than 256 values):
+                    // not remembered.
+                    _ => remembered = None,
+                }
+                (index, value)
+            });
+        }
+        if let Some(remembered) = remembered {
+            let _ = self.remembered.set(remembered);
+        }
     }
 
     fn for_each_value(&self, name: &http::HeaderName, f: &mut dyn FnMut(&[u8])) {
         let name = name.as_str();
-        for (key, value) in &self.0 {
+        for (key, value) in &self.map {
             if key.as_str() == name {
                 f(value.as_bytes());
             }
@@ -282,13 +407,13 @@ impl ForeignHeaders for ActixHeaders {
     }
 
     fn for_each(&self, f: &mut dyn FnMut(&str, &[u8])) {
-        for (key, value) in &self.0 {
+        for (key, value) in &self.map {
             f(key.as_str(), value.as_bytes());
         }
     }
 
     fn len_keys(&self) -> usize {
-        self.0.len_keys()
+        self.map.len_keys()
     }
 }
 
@@ -325,7 +450,9 @@ mod header_tests {
     use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
     use proptest::prelude::*;
     use webhooks_core::HeaderLookup;
-    use webhooks_core::headers::{CopiedOnDemand, HEADER_VALUES_CAPACITY, copy_header_map};
+    use webhooks_core::headers::{
+        CopiedOnDemand, HEADER_VALUES_CAPACITY, copy_header_map, first_of_by_lookup,
+    };
 
     use super::ActixHeaders;
 
@@ -371,7 +498,7 @@ mod header_tests {
                 HeaderValue::from_str(&value).unwrap(),
             );
         }
-        let view = CopiedOnDemand::new(ActixHeaders(headers));
+        let view = CopiedOnDemand::new(ActixHeaders::new(headers));
         assert!(!view.copied(), "reading in place copies nothing");
         for name in [
             "webhook-id",
@@ -403,6 +530,28 @@ mod header_tests {
         assert!(std::ptr::eq(map, view.header_map()), "made once");
         assert_eq!(map.get_all("x-multi").iter().count(), 3);
     }
+
+    // Header names hold `Bytes` (interior mutability): each group is a
+    // static of its own.
+    static ID_OR_SIGNATURE: [http::HeaderName; 2] = [
+        http::HeaderName::from_static("webhook-id"),
+        http::HeaderName::from_static("svix-signature"),
+    ];
+    static A: [http::HeaderName; 1] = [http::HeaderName::from_static("x-a")];
+    static B_TYPE_A: [http::HeaderName; 3] = [
+        http::HeaderName::from_static("x-b"),
+        http::header::CONTENT_TYPE,
+        http::HeaderName::from_static("x-a"),
+    ];
+    static SIGNATURE: [http::HeaderName; 1] = [http::HeaderName::from_static("svix-signature")];
+    static TYPE_ID: [http::HeaderName; 2] = [
+        http::header::CONTENT_TYPE,
+        http::HeaderName::from_static("webhook-id"),
+    ];
+    /// Groups of names read together (`x-a` in two of them).
+    static GROUPS: [&[http::HeaderName]; 3] = [&ID_OR_SIGNATURE, &A, &B_TYPE_A];
+    /// Other groups, read after [`GROUPS`] (not remembered).
+    static OTHER_GROUPS: [&[http::HeaderName]; 2] = [&SIGNATURE, &TYPE_ID];
 
     fn header_name() -> impl Strategy<Value = String> {
         // A few names, in any case, so that they repeat.
@@ -458,7 +607,7 @@ mod header_tests {
                     http::HeaderValue::from_bytes(value).unwrap(),
                 );
             }
-            let view = CopiedOnDemand::new(ActixHeaders(headers));
+            let view = CopiedOnDemand::new(ActixHeaders::new(headers));
             assert_same(&view, &reference, &query);
             // The copy made on demand agrees with the reference, name by name.
             let copy = view.header_map();
@@ -476,6 +625,19 @@ mod header_tests {
             let text = view.get_str(&name).and_then(Result::ok);
             prop_assert_eq!(text, want);
             prop_assert_eq!(view.get_str(&name).is_some(), reference.get(&name).is_some());
+            // Several names in one scan, and the same groups again from
+            // what it found, answer what one lookup per name answers.
+            let mut want = [None; 3];
+            first_of_by_lookup(&GROUPS, &mut want, |name| reference.get_str(name));
+            for _ in 0..2 {
+                let mut got = [None; 3];
+                view.get_str_first_of(&GROUPS, &mut got);
+                prop_assert_eq!(got, want);
+            }
+            let mut fewer = [None; 2];
+            view.get_str_first_of(&OTHER_GROUPS, &mut fewer);
+            first_of_by_lookup(&OTHER_GROUPS, &mut want[..2], |name| reference.get_str(name));
+            prop_assert_eq!(&fewer[..], &want[..2]);
         }
     }
 }

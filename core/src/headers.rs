@@ -30,6 +30,25 @@ pub trait HeaderLookup: Sync {
         self.get(name).map(|value| header_str(value).ok_or(NotText))
     }
 
+    /// For each group of names, the first value (as text, as
+    /// [`get_str`](Self::get_str) reads it) of the group's first name that
+    /// the request has, with that name's index in the group: `out[i]`
+    /// answers `groups[i]` (`None`: none of its names), for a scheme that
+    /// reads several headers, each under one of a few names.
+    ///
+    /// The default looks the names up one at a time, stopping at each
+    /// group's first name present. The groups are `'static` so that a map
+    /// that is scanned to find a name (actix's) can answer every group in
+    /// one scan and remember the answer for the same groups (a scheme reads
+    /// its head before the body and again to verify it).
+    fn get_str_first_of<'h>(
+        &'h self,
+        groups: &'static [&'static [HeaderName]],
+        out: &mut [FirstOf<'h>],
+    ) {
+        first_of_by_lookup(groups, out, |name| self.get_str(name));
+    }
+
     /// Calls `f` with every value of `name`, in the order received.
     fn for_each_value(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8]));
 
@@ -67,6 +86,55 @@ impl HeaderLookup for HeaderMap {
 
     fn header_map(&self) -> &HeaderMap {
         self
+    }
+}
+
+/// What [`HeaderLookup::get_str_first_of`] found for one group of names:
+/// the index in the group of the name found, and its first value as text.
+pub type FirstOf<'h> = Option<(usize, Result<&'h str, NotText>)>;
+
+/// [`HeaderLookup::get_str_first_of`] by looking each name up with `get_str`.
+pub fn first_of_by_lookup<'h>(
+    groups: &[&[HeaderName]],
+    out: &mut [FirstOf<'h>],
+    get_str: impl Fn(&HeaderName) -> Option<Result<&'h str, NotText>>,
+) {
+    for (names, slot) in groups.iter().zip(out) {
+        *slot = (names.iter().enumerate()).find_map(|(i, name)| get_str(name).map(|v| (i, v)));
+    }
+}
+
+/// [`HeaderLookup::get_str_first_of`]'s search in one pass over every
+/// `(name, value)` pair of a map, in the order received (the values of one
+/// name in order): for each group, the value of the name that comes first
+/// in the group, and of that name the first value (`out[i]` for
+/// `groups[i]`, `None` when none of its names is there). Stops once every
+/// group has found its first name.
+pub fn first_of_in_one_scan<'h, V: Copy>(
+    pairs: impl IntoIterator<Item = (&'h str, V)>,
+    groups: &[&[HeaderName]],
+    out: &mut [Option<(usize, V)>],
+) {
+    out.fill(None);
+    let mut missing = groups.len().min(out.len());
+    if missing == 0 {
+        return;
+    }
+    for (key, value) in pairs {
+        for (names, slot) in groups.iter().zip(out.iter_mut()) {
+            // Only a name before the one found can replace it (a later
+            // value of the same name does not).
+            let before = slot.map_or(names.len(), |(found, _)| found);
+            if let Some(i) = names[..before].iter().position(|n| n.as_str() == key) {
+                *slot = Some((i, value));
+                if i == 0 {
+                    missing -= 1;
+                }
+            }
+        }
+        if missing == 0 {
+            break;
+        }
     }
 }
 
@@ -169,6 +237,15 @@ pub trait ForeignHeaders: Sync {
     fn get_str(&self, name: &HeaderName) -> Option<Result<&str, NotText>> {
         self.get(name).map(|value| header_str(value).ok_or(NotText))
     }
+    /// [`HeaderLookup::get_str_first_of`]; the default looks each name
+    /// up with [`get_str`](Self::get_str).
+    fn get_str_first_of<'h>(
+        &'h self,
+        groups: &'static [&'static [HeaderName]],
+        out: &mut [FirstOf<'h>],
+    ) {
+        first_of_by_lookup(groups, out, |name| self.get_str(name));
+    }
     /// Calls `f` with every value of `name`, in order.
     fn for_each_value(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8]));
     /// Calls `f` with every `(name, value)` pair.
@@ -184,6 +261,14 @@ impl<H: ForeignHeaders> HeaderLookup for CopiedOnDemand<H> {
 
     fn get_str(&self, name: &HeaderName) -> Option<Result<&str, NotText>> {
         self.headers.get_str(name)
+    }
+
+    fn get_str_first_of<'h>(
+        &'h self,
+        groups: &'static [&'static [HeaderName]],
+        out: &mut [FirstOf<'h>],
+    ) {
+        self.headers.get_str_first_of(groups, out);
     }
 
     fn for_each_value(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8])) {

@@ -353,16 +353,17 @@ impl Receiver {
     ) -> Step<'a> {
         let inner = &self.inner;
         let scheme = inner.verifier.scheme();
+        // One clock reading ends the verification and starts the claim.
+        let verified_at = Instant::now();
         let verified = match result {
             Ok(verified) => {
-                let took = verify_started.elapsed();
+                let took = verified_at.saturating_duration_since(verify_started);
                 inner.signals.verified(scheme, &verified.matched_key, took);
                 verified
             }
             Err(error) => {
-                inner
-                    .signals
-                    .verify_failed(scheme, verify_started.elapsed());
+                let took = verified_at.saturating_duration_since(verify_started);
+                inner.signals.verify_failed(scheme, took);
                 return Step::Done(Err(error.into()));
             }
         };
@@ -411,7 +412,7 @@ impl Receiver {
             token: ClaimToken::random(),
             body,
             observer,
-            started: Instant::now(),
+            started: verified_at,
         };
         if let Some(token) = inner.pending.token(&claiming.key) {
             // This process handled the delivery and retries its completion:
@@ -651,6 +652,13 @@ impl Receiver {
             status = field::Empty,
             latency_us = field::Empty,
         );
+        if span_unseen(&span) {
+            // Nothing to enter, record or time: the outcome's events only.
+            self.inner.signals.received(scheme);
+            let result = work.await;
+            self.outcome(scheme, &result, &tracing::Span::none());
+            return result;
+        }
         let started = Instant::now();
         self.inner.signals.received(scheme);
         let result = work.instrument(span.clone()).await;
@@ -659,7 +667,19 @@ impl Receiver {
             "latency_us",
             u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         );
-        match &result {
+        self.outcome(scheme, &result, &span);
+        result
+    }
+
+    /// The outcome of a delivery: its signals, the `webhook` span's fields
+    /// and the log line.
+    fn outcome<T>(
+        &self,
+        scheme: &'static str,
+        result: &Result<T, Rejection>,
+        span: &tracing::Span,
+    ) {
+        match result {
             // Per-delivery success stays below INFO: enable DEBUG for the
             // `webhooks_core` target (or read the span) to see each one.
             Ok(_) => tracing::debug!("webhook handled"),
@@ -687,7 +707,29 @@ impl Receiver {
                 }
             }
         }
-        result
+    }
+}
+
+/// Whether nothing can see the `webhook` span: no subscriber enabled it,
+/// and tracing's `log` fallback (when a dependency turns on tracing's `log`
+/// feature, as actix-web does, and no subscriber is set) would write none
+/// of it. The pipeline then neither enters the span, records its fields nor
+/// times the request for it.
+fn span_unseen(span: &tracing::Span) -> bool {
+    span.is_disabled() && (span.metadata().is_none() || log_drops_info())
+}
+
+/// Whether `log` drops INFO records (the `webhook` span's level): then
+/// tracing's `log` fallback writes nothing of the span. Without the `log`
+/// feature this cannot be read, and is taken to be false.
+fn log_drops_info() -> bool {
+    #[cfg(feature = "log")]
+    {
+        log::STATIC_MAX_LEVEL < log::LevelFilter::Info || log::max_level() < log::LevelFilter::Info
+    }
+    #[cfg(not(feature = "log"))]
+    {
+        false
     }
 }
 

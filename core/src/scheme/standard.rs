@@ -19,6 +19,7 @@ use super::{
     DEFAULT_TOLERANCE, HmacKey, HmacSha256, SecretList, Secrets, check_timestamp, decimal,
     decode_base64_32, parse_timestamp, signed_headers,
 };
+use crate::headers::FirstOf;
 use crate::{
     ConfigError, HeaderLookup, Identity, MatchedKey, RequestHead, Verified, Verifier, VerifyError,
 };
@@ -41,6 +42,9 @@ static SIGNATURE_NAMES: [HeaderName; 2] = [
     HeaderName::from_static("webhook-signature"),
     HeaderName::from_static("svix-signature"),
 ];
+/// The three headers' names, read together
+/// ([`HeaderLookup::get_str_first_of`]: one scan of a map that must be scanned).
+static HEAD_NAMES: [&[HeaderName]; 3] = [&ID_NAMES, &TIMESTAMP_NAMES, &SIGNATURE_NAMES];
 /// Signature entries looked at per request; the rest are ignored, so a huge
 /// header cannot make one request cost thousands of verifications.
 const MAX_ENTRIES: usize = 32;
@@ -182,20 +186,19 @@ fn standard_headers(id: &str, timestamp: u64, signature: &str) -> Result<HeaderM
     ])
 }
 
-/// The value of the first of `names` present, as visible ASCII, with its
-/// name (from `shown`, in the same order) for errors.
+/// The value of the first of a header's names present (`found`, from
+/// [`HeaderLookup::get_str_first_of`]), as visible ASCII, with its name
+/// (from `shown`, in the same order) for errors.
 fn header<'h>(
-    headers: &'h dyn HeaderLookup,
-    names: &[HeaderName],
+    found: FirstOf<'h>,
     shown: &[&'static str],
 ) -> Result<(&'static str, &'h str), VerifyError> {
-    for (name, &shown) in names.iter().zip(shown) {
-        if let Some(value) = crate::headers::get_str(headers, name) {
-            let value = value.map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?;
-            return Ok((shown, value));
-        }
-    }
-    Err(VerifyError::MissingHeader(shown[0]))
+    let Some((index, value)) = found else {
+        return Err(VerifyError::MissingHeader(shown[0]));
+    };
+    let shown = shown[index];
+    let value = value.map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?;
+    Ok((shown, value))
 }
 
 /// Writes `{id}.{timestamp}.{body}` into the MAC, without concatenating.
@@ -401,9 +404,12 @@ impl StandardWebhooks {
         headers: &'h dyn HeaderLookup,
         now: SystemTime,
     ) -> Result<Head<'h>, VerifyError> {
-        let (_, id) = header(headers, &ID_NAMES, ID)?;
-        let (ts_name, ts_raw) = header(headers, &TIMESTAMP_NAMES, TIMESTAMP)?;
-        let (sig_name, signatures) = header(headers, &SIGNATURE_NAMES, SIGNATURE)?;
+        let mut found = [None; 3];
+        headers.get_str_first_of(&HEAD_NAMES, &mut found);
+        let [id, ts, sig] = found;
+        let (_, id) = header(id, ID)?;
+        let (ts_name, ts_raw) = header(ts, TIMESTAMP)?;
+        let (sig_name, signatures) = header(sig, SIGNATURE)?;
         if id.is_empty() {
             return Err(VerifyError::malformed(ID[0], "empty"));
         }
