@@ -4,20 +4,18 @@ use std::cell::Cell;
 use std::fmt;
 use std::future::{Ready, ready};
 use std::rc::Rc;
-use std::sync::OnceLock;
 
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{
     Extensions, Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready,
 };
+use actix_web::http::Uri;
 use actix_web::http::header::{HeaderMap, HeaderValue};
 use actix_web::{Error, HttpMessage as _, web};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use futures_util::future::LocalBoxFuture;
-use webhooks_core::headers::{
-    CopiedOnDemand, FirstOf, ForeignHeaders, NotText, first_of_by_lookup, first_of_in_one_scan,
-};
+use webhooks_core::headers::{CopiedOnDemand, FirstOf, ForeignHeaders, NotText};
 use webhooks_core::{
     BodyCollector, Delivery, Incoming, Receiver, Rejection, RequestHead, RequestVerifier,
 };
@@ -170,18 +168,15 @@ where
         let payload_config = Rc::clone(&self.payload_config);
         Box::pin(async move {
             let payload = req.extract::<web::Payload>().await;
-            // The headers are read in place: moved out of the request (no
-            // copy) for the pipeline, and put back before the handler runs
-            // or the rejection is answered (`IncomingHead`'s drop).
-            let returned = Rc::new(Cell::new(None));
+            // The target and the headers are read in place: moved out of
+            // the request (no copy) for the pipeline, and put back before the
+            // handler runs or the rejection is answered (`IncomingHead`'s
+            // drop).
+            let returned = Cell::new(None);
             let head = IncomingHead {
-                path: req
-                    .uri()
-                    .path_and_query()
-                    .map_or(req.path(), |target| target.as_str())
-                    .to_owned(),
+                uri: std::mem::take(&mut req.head_mut().uri),
                 headers: CopiedOnDemand::new(ActixHeaders::new(std::mem::take(req.headers_mut()))),
-                returned: Rc::clone(&returned),
+                returned: &returned,
             };
             let read = read_limited(payload, receiver.body_limit());
             // The request stays here until the handler runs, so that a
@@ -223,106 +218,78 @@ where
 }
 
 /// What the pipeline sees of an actix request before the handler: the
-/// request target, and actix's own header map, read in place.
-struct IncomingHead {
-    path: String,
+/// request's URI and actix's own header map, both moved out of the request
+/// and read in place.
+struct IncomingHead<'r> {
+    uri: Uri,
     headers: CopiedOnDemand<ActixHeaders>,
-    /// Where the header map goes when the pipeline is done with this head.
-    returned: Rc<Cell<Option<HeaderMap>>>,
+    /// Where the URI and the header map go when the pipeline is done with
+    /// this head.
+    returned: &'r Cell<Option<(Uri, HeaderMap)>>,
 }
 
-impl Incoming for IncomingHead {
+impl Incoming for IncomingHead<'_> {
     fn head(&self) -> RequestHead<'_> {
-        RequestHead::from_path_and_query(&self.path, &self.headers)
+        let target = self
+            .uri
+            .path_and_query()
+            .map_or(self.uri.path(), |target| target.as_str());
+        RequestHead::from_path_and_query(target, &self.headers)
     }
 }
 
-impl Drop for IncomingHead {
+impl Drop for IncomingHead<'_> {
     fn drop(&mut self) {
         let headers = self.headers.inner_mut().take();
-        self.returned.set(Some(headers));
+        self.returned
+            .set(Some((std::mem::take(&mut self.uri), headers)));
     }
 }
 
-/// Puts the request's headers back, once the pipeline dropped its head.
-fn restore_headers(req: &mut ServiceRequest, returned: &Cell<Option<HeaderMap>>) {
-    if let Some(headers) = returned.take() {
-        *req.headers_mut() = headers;
+/// Puts the request's URI and headers back, once the pipeline dropped its
+/// head.
+fn restore_headers(req: &mut ServiceRequest, returned: &Cell<Option<(Uri, HeaderMap)>>) {
+    if let Some((uri, headers)) = returned.take() {
+        let head = req.head_mut();
+        head.uri = uri;
+        head.headers = headers;
     }
 }
 
 /// actix's header map (http 0.2) as the pipeline reads headers
-/// ([`ForeignHeaders`]): a name is found by comparing names, without
-/// parsing it into an http 0.2 name (which allocates for names that are not
-/// standard ones, such as `webhook-id`); actix caps a request's headers, so
-/// the scan is bounded.
+/// ([`ForeignHeaders`]).
+///
+/// The `'static` names a scheme reads in a group
+/// ([`get_str_first_of`](ForeignHeaders::get_str_first_of)) are looked up
+/// in the map's hash table: each is made an http 0.2 name from its static
+/// text (`HeaderName::from_static`, which allocates nothing). A name that
+/// is not `'static` is found by comparing names, without parsing it into an
+/// http 0.2 name (which allocates for names that are not standard ones, such
+/// as `webhook-id`); actix caps a request's headers, so that scan is bounded.
 struct ActixHeaders {
     map: HeaderMap,
-    /// The answer to the first [`get_str_first_of`](ForeignHeaders::get_str_first_of)
-    /// (a scheme's head, which it reads again to verify), for those groups.
-    remembered: OnceLock<Remembered>,
-}
-
-/// The most groups of names whose answer is remembered.
-const REMEMBERED_GROUPS: usize = 4;
-
-/// What one `get_str_first_of` found, kept for the same `'static` groups:
-/// for each group, the index of the name found, the position of its value
-/// in the map's iteration order (the same while the map is not changed;
-/// it is only taken back, and this with it), and whether it is text.
-struct Remembered {
-    groups: &'static [&'static [http::HeaderName]],
-    found: [Option<Found>; REMEMBERED_GROUPS],
-}
-
-/// One group's answer in [`Remembered`] (small: it is carried in every
-/// request's future).
-#[derive(Clone, Copy)]
-struct Found {
-    index: u8,
-    position: u8,
-    text: bool,
 }
 
 impl ActixHeaders {
     fn new(map: HeaderMap) -> Self {
-        Self {
-            map,
-            remembered: OnceLock::new(),
-        }
+        Self { map }
     }
 
-    /// The map, taken back (what was remembered of it goes with it).
+    /// The map, taken back.
     fn take(&mut self) -> HeaderMap {
-        self.remembered = OnceLock::new();
         std::mem::take(&mut self.map)
     }
-}
 
-impl Remembered {
-    /// The answer again: the values at the positions found, in one walk of
-    /// the map up to the last of them, without comparing names.
-    fn answer<'h>(&self, map: &'h HeaderMap, out: &mut [FirstOf<'h>]) {
-        out.fill(None);
-        let Some(last) = self.found.iter().flatten().map(|f| f.position).max() else {
-            return;
-        };
-        for (at, (_, value)) in map.iter().enumerate().take(usize::from(last) + 1) {
-            for (slot, found) in out.iter_mut().zip(&self.found) {
-                if let Some(found) = found
-                    && usize::from(found.position) == at
-                {
-                    // Checked as `to_str` checks it when found: visible
-                    // ASCII is UTF-8.
-                    let value = if found.text {
-                        std::str::from_utf8(value.as_bytes()).map_err(|_| NotText)
-                    } else {
-                        Err(NotText)
-                    };
-                    *slot = Some((usize::from(found.index), value));
-                }
-            }
-        }
+    /// The first value of a `'static` name, by hash.
+    fn get_static(&self, name: &'static http::HeaderName) -> Option<&HeaderValue> {
+        // An http 1.x name is lower-case token characters, at most 64 KiB:
+        // what http 0.2's `from_static` accepts, so it cannot panic (the
+        // property test `static_names_convert` checks every standard name
+        // and generated ones).
+        self.map
+            .get(actix_web::http::header::HeaderName::from_static(
+                name.as_str(),
+            ))
     }
 }
 
@@ -348,52 +315,16 @@ impl ForeignHeaders for ActixHeaders {
             .map(|(_, value)| value_str(value))
     }
 
-    // Every group in one scan of the map, instead of one scan per name, and
-    // the same groups answered again from what that scan found.
+    // Each name looked up by hash: its text is `'static`, so it becomes an
+    // http 0.2 name without an allocation.
     fn get_str_first_of<'h>(
         &'h self,
         groups: &'static [&'static [http::HeaderName]],
         out: &mut [FirstOf<'h>],
     ) {
-        if let Some(remembered) = self.remembered.get()
-            && std::ptr::eq(remembered.groups, groups)
-        {
-            remembered.answer(&self.map, out);
-            return;
-        }
-        if groups.len() > REMEMBERED_GROUPS {
-            first_of_by_lookup(groups, out, |name| self.get_str(name));
-            return;
-        }
-        let mut found = [None; REMEMBERED_GROUPS];
-        let pairs =
-            (self.map.iter().enumerate()).map(|(at, (key, value))| (key.as_str(), (at, value)));
-        first_of_in_one_scan(pairs, groups, &mut found);
-        let mut remembered = Some(Remembered {
-            groups,
-            found: [None; REMEMBERED_GROUPS],
-        });
-        for (at, (slot, found)) in out.iter_mut().zip(&found).enumerate() {
-            *slot = found.map(|(index, (position, value))| {
-                let value = value_str(value);
-                let found = (u8::try_from(index).ok())
-                    .zip(u8::try_from(position).ok())
-                    .map(|(index, position)| Found {
-                        index,
-                        position,
-                        text: value.is_ok(),
-                    });
-                match (&mut remembered, found) {
-                    (Some(r), Some(found)) => r.found[at] = Some(found),
-                    // Beyond what is kept (a map of more than 256 values):
-                    // not remembered.
-                    _ => remembered = None,
-                }
-                (index, value)
-            });
-        }
-        if let Some(remembered) = remembered {
-            let _ = self.remembered.set(remembered);
+        for (names, slot) in groups.iter().zip(out) {
+            *slot = (names.iter().enumerate())
+                .find_map(|(i, name)| self.get_static(name).map(|v| (i, value_str(v))));
         }
     }
 
@@ -550,7 +481,7 @@ mod header_tests {
     ];
     /// Groups of names read together (`x-a` in two of them).
     static GROUPS: [&[http::HeaderName]; 3] = [&ID_OR_SIGNATURE, &A, &B_TYPE_A];
-    /// Other groups, read after [`GROUPS`] (not remembered).
+    /// Other groups, read after [`GROUPS`].
     static OTHER_GROUPS: [&[http::HeaderName]; 2] = [&SIGNATURE, &TYPE_ID];
 
     fn header_name() -> impl Strategy<Value = String> {
@@ -625,8 +556,8 @@ mod header_tests {
             let text = view.get_str(&name).and_then(Result::ok);
             prop_assert_eq!(text, want);
             prop_assert_eq!(view.get_str(&name).is_some(), reference.get(&name).is_some());
-            // Several names in one scan, and the same groups again from
-            // what it found, answer what one lookup per name answers.
+            // Several names looked up by hash, twice, answer what one
+            // lookup per name in the http 1.x map answers.
             let mut want = [None; 3];
             first_of_by_lookup(&GROUPS, &mut want, |name| reference.get_str(name));
             for _ in 0..2 {
@@ -639,5 +570,119 @@ mod header_tests {
             first_of_by_lookup(&OTHER_GROUPS, &mut want[..2], |name| reference.get_str(name));
             prop_assert_eq!(&fewer[..], &want[..2]);
         }
+    }
+
+    fn token_name() -> impl Strategy<Value = String> {
+        // Lower-case token characters, as every http 1.x name holds.
+        "[a-z0-9!#$%&'*+.^_`|~-]{1,40}"
+    }
+
+    proptest! {
+        /// Every `'static` http 1.x name becomes the http 0.2 name parsing
+        /// its text gives, without a panic: the standard names and any
+        /// token.
+        #[test]
+        fn static_names_convert(text in token_name()) {
+            let name: &'static http::HeaderName =
+                Box::leak(Box::new(http::HeaderName::from_bytes(text.as_bytes()).unwrap()));
+            let converted = HeaderName::from_static(name.as_str());
+            prop_assert_eq!(&converted, &HeaderName::from_bytes(text.as_bytes()).unwrap());
+            prop_assert_eq!(converted.as_str(), name.as_str());
+        }
+    }
+
+    #[test]
+    fn standard_names_convert() {
+        let mut map = http::HeaderMap::new();
+        // Every standard name http 1.x knows, through its own parser.
+        for text in [
+            "accept",
+            "accept-charset",
+            "accept-encoding",
+            "accept-language",
+            "accept-ranges",
+            "access-control-allow-credentials",
+            "access-control-allow-headers",
+            "access-control-allow-methods",
+            "access-control-allow-origin",
+            "access-control-expose-headers",
+            "access-control-max-age",
+            "access-control-request-headers",
+            "access-control-request-method",
+            "age",
+            "allow",
+            "alt-svc",
+            "authorization",
+            "cache-control",
+            "cache-status",
+            "cdn-cache-control",
+            "connection",
+            "content-disposition",
+            "content-encoding",
+            "content-language",
+            "content-length",
+            "content-location",
+            "content-range",
+            "content-security-policy",
+            "content-security-policy-report-only",
+            "content-type",
+            "cookie",
+            "dnt",
+            "date",
+            "etag",
+            "expect",
+            "expires",
+            "forwarded",
+            "from",
+            "host",
+            "if-match",
+            "if-modified-since",
+            "if-none-match",
+            "if-range",
+            "if-unmodified-since",
+            "last-modified",
+            "link",
+            "location",
+            "max-forwards",
+            "origin",
+            "pragma",
+            "proxy-authenticate",
+            "proxy-authorization",
+            "public-key-pins",
+            "public-key-pins-report-only",
+            "range",
+            "referer",
+            "referrer-policy",
+            "refresh",
+            "retry-after",
+            "sec-websocket-accept",
+            "sec-websocket-extensions",
+            "sec-websocket-key",
+            "sec-websocket-protocol",
+            "sec-websocket-version",
+            "server",
+            "set-cookie",
+            "strict-transport-security",
+            "te",
+            "trailer",
+            "transfer-encoding",
+            "user-agent",
+            "upgrade",
+            "upgrade-insecure-requests",
+            "vary",
+            "via",
+            "warning",
+            "www-authenticate",
+            "x-content-type-options",
+            "x-dns-prefetch-control",
+            "x-frame-options",
+            "x-xss-protection",
+        ] {
+            let name = http::HeaderName::from_static(text);
+            map.insert(name.clone(), http::HeaderValue::from_static("v"));
+            let name: &'static http::HeaderName = Box::leak(Box::new(name));
+            assert_eq!(HeaderName::from_static(name.as_str()).as_str(), text);
+        }
+        assert!(map.len() > 80);
     }
 }

@@ -553,10 +553,10 @@ async fn workers_share_the_default_store() {
     );
 }
 
-/// The middleware reads the request's headers in place, moving actix's map
+/// The middleware reads the request's URI and headers in place, moving them
 /// out of the request while the pipeline runs: the handler, and what wraps
-/// the middleware, see every header back, whether the handler ran or the
-/// request was rejected.
+/// the middleware, see them back, whether the handler ran or the request was
+/// rejected.
 #[actix_web::test]
 async fn the_request_keeps_its_headers_on_every_path() {
     use actix_web::dev::Service as _;
@@ -569,6 +569,8 @@ async fn the_request_keeps_its_headers_on_every_path() {
             .collect();
         assert_eq!(values, [b"one".to_vec(), b"two".to_vec()]);
         assert!(req.headers().contains_key("webhook-signature"));
+        assert_eq!(req.uri(), "/hook?source=test");
+        assert_eq!(req.query_string(), "source=test");
         HttpResponse::NoContent().finish()
     }
     let app = test::init_service(
@@ -581,6 +583,7 @@ async fn the_request_keeps_its_headers_on_every_path() {
                     async move {
                         let response = fut.await?;
                         let seen = response.request().headers().get_all("x-multi").count();
+                        assert_eq!(response.request().uri(), "/hook?source=test");
                         let mut response = response;
                         response.headers_mut().insert(
                             header::HeaderName::from_static("x-seen"),
@@ -595,6 +598,7 @@ async fn the_request_keeps_its_headers_on_every_path() {
     .await;
     let with_multi = |request: TestRequest| {
         request
+            .uri("/hook?source=test")
             .append_header(("X-Multi", "one"))
             .append_header(("x-multi", "two"))
     };
