@@ -1,6 +1,6 @@
 //! The middleware and its service.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::future::{Ready, ready};
 use std::rc::Rc;
@@ -10,12 +10,12 @@ use actix_web::dev::{
     Extensions, Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready,
 };
 use actix_web::http::Uri;
-use actix_web::http::header::{HeaderMap, HeaderValue};
+use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use actix_web::{Error, HttpMessage as _, web};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use futures_util::future::LocalBoxFuture;
-use webhooks_core::headers::{CopiedOnDemand, FirstOf, ForeignHeaders, NotText};
+use webhooks_core::headers::{CopiedOnDemand, FirstOf, ForeignHeaders, NotText, header_str};
 use webhooks_core::{
     BodyCollector, Delivery, Incoming, Receiver, Rejection, RequestHead, RequestVerifier,
 };
@@ -182,7 +182,7 @@ where
             // The request stays here until the handler runs, so that a
             // rejection before it can still be answered with a response.
             let mut waiting = Some(req);
-            let handler = |head: IncomingHead, delivery: Delivery| {
+            let handler = |head: IncomingHead<'_>, delivery: Delivery| {
                 let mut req = waiting.take().expect("core runs the handler at most once");
                 drop(head);
                 restore_headers(&mut req, &returned);
@@ -261,8 +261,7 @@ fn restore_headers(req: &mut ServiceRequest, returned: &Cell<Option<(Uri, Header
 ///
 /// The `'static` names a scheme reads in a group
 /// ([`get_str_first_of`](ForeignHeaders::get_str_first_of)) are looked up
-/// in the map's hash table: each is made an http 0.2 name from its static
-/// text (`HeaderName::from_static`, which allocates nothing). A name that
+/// in the map's hash table, made http 0.2 names once per thread. A name that
 /// is not `'static` is found by comparing names, without parsing it into an
 /// http 0.2 name (which allocates for names that are not standard ones, such
 /// as `webhook-id`); actix caps a request's headers, so that scan is bounded.
@@ -279,23 +278,66 @@ impl ActixHeaders {
     fn take(&mut self) -> HeaderMap {
         std::mem::take(&mut self.map)
     }
-
-    /// The first value of a `'static` name, by hash.
-    fn get_static(&self, name: &'static http::HeaderName) -> Option<&HeaderValue> {
-        // An http 1.x name is lower-case token characters, at most 64 KiB:
-        // what http 0.2's `from_static` accepts, so it cannot panic (the
-        // property test `static_names_convert` checks every standard name
-        // and generated ones).
-        self.map
-            .get(actix_web::http::header::HeaderName::from_static(
-                name.as_str(),
-            ))
-    }
 }
 
-/// A value as text ([`ForeignHeaders::get_str`]).
+/// The most groups whose http 0.2 names a thread keeps ([`NAMES`]): far
+/// more than the schemes of a program read (each reads one or two groups).
+const NAMED_GROUPS: usize = 64;
+
+/// The groups of a `'static` name list, as http 0.2 names.
+type ConvertedGroups = Box<[Box<[HeaderName]>]>;
+
+thread_local! {
+    /// For each `'static` list of groups read on this thread (by address),
+    /// its names as http 0.2 names, made once: an actix worker is one
+    /// thread, so this is read without a lock.
+    static NAMES: RefCell<Vec<(usize, ConvertedGroups)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `groups` as http 0.2 names. An http 1.x name is lower-case token
+/// characters, at most 64 KiB: what http 0.2's `from_static` accepts, so it
+/// cannot panic (the tests `static_names_convert` and
+/// `standard_names_convert` check generated and standard names).
+fn convert(groups: &'static [&'static [http::HeaderName]]) -> ConvertedGroups {
+    groups
+        .iter()
+        .map(|names| {
+            names
+                .iter()
+                .map(|name| HeaderName::from_static(name.as_str()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Calls `f` with `groups` as http 0.2 names, converted once per thread.
+fn with_names<R>(
+    groups: &'static [&'static [http::HeaderName]],
+    f: impl FnOnce(&[Box<[HeaderName]>]) -> R,
+) -> R {
+    let key = groups.as_ptr() as usize;
+    NAMES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some((_, names)) = cache
+            .iter()
+            .find(|(k, names)| *k == key && names.len() == groups.len())
+        {
+            return f(names);
+        }
+        let names = convert(groups);
+        if cache.len() >= NAMED_GROUPS {
+            return f(&names);
+        }
+        cache.push((key, names));
+        let (_, names) = cache.last().expect("just pushed");
+        f(names)
+    })
+}
+
+/// A value as text ([`ForeignHeaders::get_str`]), as `to_str` reads it
+/// (checked eight bytes at a time).
 fn value_str(value: &HeaderValue) -> Result<&str, NotText> {
-    value.to_str().map_err(|_| NotText)
+    header_str(value.as_bytes()).ok_or(NotText)
 }
 
 impl ForeignHeaders for ActixHeaders {
@@ -315,17 +357,18 @@ impl ForeignHeaders for ActixHeaders {
             .map(|(_, value)| value_str(value))
     }
 
-    // Each name looked up by hash: its text is `'static`, so it becomes an
-    // http 0.2 name without an allocation.
+    // Each name looked up by hash, as an http 0.2 name made once per thread.
     fn get_str_first_of<'h>(
         &'h self,
         groups: &'static [&'static [http::HeaderName]],
         out: &mut [FirstOf<'h>],
     ) {
-        for (names, slot) in groups.iter().zip(out) {
-            *slot = (names.iter().enumerate())
-                .find_map(|(i, name)| self.get_static(name).map(|v| (i, value_str(v))));
-        }
+        with_names(groups, |groups| {
+            for (names, slot) in groups.iter().zip(out) {
+                *slot = (names.iter().enumerate())
+                    .find_map(|(i, name)| self.map.get(name).map(|v| (i, value_str(v))));
+            }
+        });
     }
 
     fn for_each_value(&self, name: &http::HeaderName, f: &mut dyn FnMut(&[u8])) {
