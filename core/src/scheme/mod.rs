@@ -566,6 +566,19 @@ pub(crate) fn prefixed_hex<const N: usize>(
 
 /// Parses integer Unix seconds: ASCII digits only, no sign, no overflow.
 pub(crate) fn parse_timestamp(header: &'static str, value: &str) -> Result<u64, VerifyError> {
+    // Read on every delivery: ASCII digits between ASCII spaces, at most 19
+    // (below 2^64), in one loop. Anything else takes the general path below,
+    // which answers the same for these (a property test checks it).
+    let digits = value.trim_ascii().as_bytes();
+    if !digits.is_empty() && digits.len() <= 19 && digits.iter().all(u8::is_ascii_digit) {
+        return Ok(digits.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')));
+    }
+    parse_timestamp_general(header, value)
+}
+
+/// [`parse_timestamp`] for every input: Unicode spaces trimmed, `std`'s
+/// parser.
+fn parse_timestamp_general(header: &'static str, value: &str) -> Result<u64, VerifyError> {
     let value = value.trim();
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
         return Err(VerifyError::malformed(header, "not integer Unix seconds"));
@@ -672,6 +685,40 @@ mod tests {
         assert_eq!(decode_hex::<2>("0g00"), None);
         assert_eq!(decode_hex::<2>("+0ff"), None);
         assert_eq!(encode_hex(&[0x0a, 0xff, 0x00]), "0aff00");
+    }
+
+    proptest::proptest! {
+        /// The one-loop reading answers what the general path answers:
+        /// digits, spaces of every kind around them (ASCII, vertical tab,
+        /// Unicode), signs, other text and numbers past `u64`.
+        #[test]
+        fn timestamps_read_as_the_general_path_reads_them(
+            value in "[ \t\u{b}\u{a0}]{0,2}[+-]?[0-9]{0,22}[ \t\u{b}\u{a0}x]{0,2}"
+        ) {
+            let fast = parse_timestamp("t", &value).map_err(|e| e.to_string());
+            let general = parse_timestamp_general("t", &value).map_err(|e| e.to_string());
+            proptest::prop_assert_eq!(fast, general);
+        }
+    }
+
+    #[test]
+    fn timestamps_at_the_edges() {
+        assert_eq!(
+            parse_timestamp("t", " 1700000000 ").ok(),
+            Some(1_700_000_000)
+        );
+        assert_eq!(parse_timestamp("t", "0").ok(), Some(0));
+        assert_eq!(
+            parse_timestamp("t", "18446744073709551615").ok(),
+            Some(u64::MAX)
+        );
+        assert!(parse_timestamp("t", "18446744073709551616").is_err());
+        assert_eq!(
+            parse_timestamp("t", "9999999999999999999").ok(),
+            Some(9_999_999_999_999_999_999)
+        );
+        assert!(parse_timestamp("t", "").is_err());
+        assert!(parse_timestamp("t", "+1").is_err());
     }
 
     proptest::proptest! {
