@@ -884,6 +884,124 @@ async fn redis_claims_a_fresh_key_with_one_plain_set() {
     backend.cleanup().await;
 }
 
+/// Well within its lease a completion is one plain `SET key done XX GET PX
+/// retention` (no script): the value it replaced says whether the token
+/// held the key. Near the end of the lease the script checks the token
+/// before writing, as `complete` does.
+#[tokio::test]
+async fn redis_completes_within_its_lease_with_one_plain_set() {
+    let Some((backend, store)) = fresh_store::<Redis>().await else {
+        return;
+    };
+    let client = ::redis::Client::open(backend.url.as_str()).unwrap();
+    let connection = client.get_multiplexed_async_connection().await.unwrap();
+    let retention = Duration::from_secs(3_600);
+    let stored = |key: &str| format!("{}{key}", backend.scope());
+    let get = |key: String| {
+        let mut connection = connection.clone();
+        async move {
+            ::redis::cmd("GET")
+                .arg(&key)
+                .query_async::<Option<String>>(&mut connection)
+                .await
+                .unwrap()
+        }
+    };
+
+    // Held: completed, for the retention.
+    let held = key("fast-complete");
+    let token = ClaimToken::random();
+    assert_eq!(
+        store.claim(&held, token, LEASE).await.unwrap(),
+        Claim::Claimed
+    );
+    assert_eq!(
+        store
+            .complete_in_lease(&held, token, retention, LEASE)
+            .await
+            .unwrap(),
+        Transition::Applied
+    );
+    assert_eq!(get(stored(&held)).await.as_deref(), Some("done"));
+    let pttl: i64 = ::redis::cmd("PTTL")
+        .arg(stored(&held))
+        .query_async(&mut connection.clone())
+        .await
+        .unwrap();
+    assert!(pttl > 3_590_000 && pttl <= 3_600_000, "{pttl}");
+    assert_eq!(
+        store
+            .claim(&held, ClaimToken::random(), LEASE)
+            .await
+            .unwrap(),
+        Claim::Completed
+    );
+    // Completed already (a second completion): stale, still completed.
+    assert_eq!(
+        store
+            .complete_in_lease(&held, token, retention, LEASE)
+            .await
+            .unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(get(stored(&held)).await.as_deref(), Some("done"));
+
+    // Gone (expired, deleted): stale, and not written (`XX`).
+    let gone = key("fast-complete-gone");
+    assert_eq!(
+        store
+            .complete_in_lease(&gone, token, retention, LEASE)
+            .await
+            .unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(get(stored(&gone)).await, None);
+
+    // Another token's, near the end of the lease: the script refuses, and
+    // the other holder keeps the key.
+    let taken = key("fast-complete-taken");
+    let other = ClaimToken::random();
+    assert_eq!(
+        store.claim(&taken, other, LEASE).await.unwrap(),
+        Claim::Claimed
+    );
+    assert_eq!(
+        store
+            .complete_in_lease(&taken, token, retention, Duration::from_millis(200))
+            .await
+            .unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(
+        get(stored(&taken)).await,
+        Some(format!("{}/+", other.to_hex()))
+    );
+    // Well within what this holder believed its lease to be (a claim lost
+    // in a failover, a clock jump): stale too, and the key says completed,
+    // which is true (this holder processed it); the other's release no
+    // longer lets a third attempt run.
+    assert_eq!(
+        store
+            .complete_in_lease(&taken, token, retention, LEASE)
+            .await
+            .unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(get(stored(&taken)).await.as_deref(), Some("done"));
+    assert_eq!(
+        store.release(&taken, other).await.unwrap(),
+        Transition::Stale
+    );
+    assert_eq!(
+        store
+            .claim(&taken, ClaimToken::random(), LEASE)
+            .await
+            .unwrap(),
+        Claim::Completed
+    );
+    backend.cleanup().await;
+}
+
 // ---------------------------------------------------------------------------
 // Redis Cluster
 // ---------------------------------------------------------------------------

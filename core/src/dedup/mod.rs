@@ -414,6 +414,37 @@ pub trait DedupStore: Send + Sync + 'static {
         None
     }
 
+    /// [`complete`](Self::complete), told that this token's lease has at
+    /// least `lease_left` to run, by the caller's monotonic clock measured
+    /// from before its claim (or its last extension) was sent.
+    ///
+    /// Nobody can take a claim over before its lease runs out, so while
+    /// well within it the key can only hold this token: a store may then
+    /// mark it completed without checking the token first (Redis: one plain
+    /// `SET … XX GET` instead of a script). The answer is the same as
+    /// `complete`'s. Only where the lease did not hold after all (a store
+    /// whose clock jumped ahead, a failover that lost the claim, a process
+    /// frozen between reading its clock and sending) may such a store mark
+    /// completed a key another token took over, answering
+    /// [`Transition::Stale`]: the delivery was processed, so the key says
+    /// so, and the other attempt's release no longer lets a third one run.
+    ///
+    /// The default calls `complete`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot answer.
+    async fn complete_in_lease(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
+        lease_left: Duration,
+    ) -> Result<Transition, StoreError> {
+        let _ = lease_left;
+        self.complete(key, token, retention).await
+    }
+
     /// [`complete`](Self::complete) answered at once, as
     /// [`claim_ready`](Self::claim_ready) is for `claim`; `None` by default.
     fn complete_ready(
@@ -444,6 +475,17 @@ impl<S: DedupStore + ?Sized> DedupStore for std::sync::Arc<S> {
         retention: Duration,
     ) -> Result<Transition, StoreError> {
         (**self).complete(key, token, retention).await
+    }
+    async fn complete_in_lease(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
+        lease_left: Duration,
+    ) -> Result<Transition, StoreError> {
+        (**self)
+            .complete_in_lease(key, token, retention, lease_left)
+            .await
     }
     async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
         (**self).release(key, token).await

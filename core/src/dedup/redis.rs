@@ -113,7 +113,11 @@ return 0
 ///   `token/+` value's deadline is the key's expiry less the grace. Against
 ///   an older server the store runs the script for every claim;
 /// - complete: if the token holds the key (its lease may have run out, as
-///   long as nobody took over), `SET key done PX retention`;
+///   long as nobody took over), `SET key done PX retention`. Well within the
+///   lease ([`DedupStore::complete_in_lease`], as the pipeline completes),
+///   where nobody can have taken over, one plain `SET key done XX GET PX
+///   retention` (Redis 6.2 or later; no script), the old value telling
+///   whether the token held it;
 /// - release: if the token holds the key, `DEL key`;
 /// - extend: if the token holds the key, a new deadline (this re-acquires a
 ///   lease that ran out without a takeover).
@@ -440,6 +444,44 @@ impl RedisStore {
         }
     }
 
+    /// The completion's fast path: one plain `SET key done XX GET PX
+    /// retention`, when `lease_left` is more than [`FAST_COMPLETE_MARGIN`]
+    /// past the command timeout (the command may reach the server as late as
+    /// that). `None`: run the script.
+    async fn fast_complete(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
+        lease_left: Duration,
+    ) -> Option<Result<Transition, StoreError>> {
+        if !fast_complete_allowed(lease_left, self.command_timeout)
+            || !self.fast_claim.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        let cmd = fast_complete_cmd(&self.prefix, key, retention);
+        let mut connection = self.connection.clone();
+        let reply = match tokio::time::timeout(
+            self.command_timeout,
+            cmd.query_async::<Option<Vec<u8>>>(&mut connection),
+        )
+        .await
+        {
+            Ok(reply) => reply,
+            Err(_) => return Some(Err(StoreError::Timeout)),
+        };
+        match reply {
+            Ok(old) => Some(Ok(fast_complete_answer(old.as_deref(), token))),
+            Err(error) if set_nx_get_unsupported(&error) => {
+                self.fast_claim.store(false, Ordering::Relaxed);
+                tracing::debug!("the Redis server refuses SET GET: completions run a script");
+                None
+            }
+            Err(error) => Some(Err(store_error(error))),
+        }
+    }
+
     async fn token_script(
         &self,
         script: &Script,
@@ -496,6 +538,57 @@ fn fast_claim_cmd(prefix: &str, key: &str, token: ClaimToken, lease: Duration) -
         .arg("PX")
         .arg(millis(lease).saturating_add(grace()));
     cmd
+}
+
+/// How much of the lease, beyond the command timeout, must be left for a
+/// completion to be one plain `SET … XX GET` ([`DedupStore::complete_in_lease`]).
+pub(super) const FAST_COMPLETE_MARGIN: Duration = Duration::from_secs(1);
+
+/// Whether a completion with `lease_left` may skip the token check: the
+/// command reaches the server within `command_timeout` (or counts as timed
+/// out), and the lease then still has the margin to run.
+pub(super) fn fast_complete_allowed(lease_left: Duration, command_timeout: Duration) -> bool {
+    lease_left > command_timeout.saturating_add(FAST_COMPLETE_MARGIN)
+}
+
+/// `SET {prefix}{key} done XX GET PX {retention}` in one buffer.
+pub(super) fn fast_complete_cmd(prefix: &str, key: &str, retention: Duration) -> redis::Cmd {
+    let mut cmd = redis::Cmd::with_capacity(7, 3 + prefix.len() + key.len() + 4 + 2 + 3 + 2 + 20);
+    cmd.arg("SET")
+        .arg(PrefixedKey(prefix, key))
+        .arg("done")
+        .arg("XX")
+        .arg("GET")
+        .arg("PX")
+        .arg(millis(retention));
+    cmd
+}
+
+/// The fast completion's answer from the value it replaced: applied when
+/// `token` held the key (`{token}/…`, or the bare token of an older
+/// version). Anything else was not this token's: stale (a missing key was
+/// not written, `XX`); a key another token held is now completed, which
+/// only happens where the lease did not hold (see
+/// [`DedupStore::complete_in_lease`]) and is logged.
+pub(super) fn fast_complete_answer(old: Option<&[u8]>, token: ClaimToken) -> Transition {
+    let Some(old) = old else {
+        return Transition::Stale;
+    };
+    let hex = token.hex_digits();
+    let held =
+        old.starts_with(&hex[..]) && (old.len() == hex.len() || old.get(hex.len()) == Some(&b'/'));
+    if held {
+        Transition::Applied
+    } else {
+        if old != b"done" {
+            tracing::warn!(
+                "a completion past its lease marked completed a key another attempt held \
+                 (the store's clock, a failover or a frozen process): the delivery was \
+                 processed, and ran twice"
+            );
+        }
+        Transition::Stale
+    }
 }
 
 /// A server older than Redis 7.0 answers `SET … NX GET` with a syntax error.
@@ -630,6 +723,19 @@ impl DedupStore for RedisStore {
             .await
     }
 
+    async fn complete_in_lease(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        retention: Duration,
+        lease_left: Duration,
+    ) -> Result<Transition, StoreError> {
+        if let Some(answer) = self.fast_complete(key, token, retention, lease_left).await {
+            return answer;
+        }
+        self.complete(key, token, retention).await
+    }
+
     async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, StoreError> {
         self.token_script(&self.scripts.release, key, token, &[])
             .await
@@ -691,6 +797,45 @@ mod tests {
         assert!(packed.contains("p:k"), "{packed}");
         assert!(packed.contains(&format!("{:032x}/+", 1)), "{packed}");
         assert!(packed.contains(&(1_000 + grace()).to_string()), "{packed}");
+    }
+
+    #[test]
+    fn the_fast_completion_reads_the_value_it_replaced() {
+        let token = ClaimToken::from_u128(0xab);
+        let hex = token.to_hex();
+        let other = ClaimToken::from_u128(0xcd).to_hex();
+        for (old, expected) in [
+            (Some(format!("{hex}/+")), Transition::Applied),
+            (Some(format!("{hex}/1700000000000")), Transition::Applied),
+            (Some(hex.clone()), Transition::Applied),
+            (Some(format!("{hex}0")), Transition::Stale),
+            (Some(format!("{other}/+")), Transition::Stale),
+            (Some("done".to_owned()), Transition::Stale),
+            (Some(hex[..31].to_owned()), Transition::Stale),
+            (None, Transition::Stale),
+        ] {
+            assert_eq!(
+                fast_complete_answer(old.as_deref().map(str::as_bytes), token),
+                expected,
+                "{old:?}"
+            );
+        }
+        let timeout = Duration::from_millis(500);
+        assert!(fast_complete_allowed(Duration::from_secs(60), timeout));
+        assert!(!fast_complete_allowed(
+            Duration::from_millis(1_500),
+            timeout
+        ));
+        assert!(fast_complete_allowed(Duration::from_millis(1_501), timeout));
+        assert!(!fast_complete_allowed(Duration::ZERO, timeout));
+        assert!(!fast_complete_allowed(Duration::MAX, Duration::MAX));
+        let cmd = fast_complete_cmd("p:", "k", Duration::from_secs(7));
+        let packed = String::from_utf8(cmd.get_packed_command()).unwrap();
+        assert!(
+            packed.contains("p:k") && packed.contains("done"),
+            "{packed}"
+        );
+        assert!(packed.contains("XX") && packed.contains("GET") && packed.contains("7000"));
     }
 
     #[test]

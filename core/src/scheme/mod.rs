@@ -570,8 +570,16 @@ pub(crate) fn parse_timestamp(header: &'static str, value: &str) -> Result<u64, 
     // (below 2^64), in one loop. Anything else takes the general path below,
     // which answers the same for these (a property test checks it).
     let digits = value.trim_ascii().as_bytes();
-    if !digits.is_empty() && digits.len() <= 19 && digits.iter().all(u8::is_ascii_digit) {
-        return Ok(digits.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')));
+    if !digits.is_empty() && digits.len() <= 19 {
+        let mut n: u64 = 0;
+        for &b in digits {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return parse_timestamp_general(header, value);
+            }
+            n = n * 10 + u64::from(d);
+        }
+        return Ok(n);
     }
     parse_timestamp_general(header, value)
 }

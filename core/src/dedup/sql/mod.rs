@@ -944,6 +944,17 @@ impl<S: super::DedupStore> super::DedupStore for Purging<S> {
     ) -> Result<super::Transition, StoreError> {
         self.store.complete(key, token, retention).await
     }
+    async fn complete_in_lease(
+        &self,
+        key: &str,
+        token: super::ClaimToken,
+        retention: Duration,
+        lease_left: Duration,
+    ) -> Result<super::Transition, StoreError> {
+        self.store
+            .complete_in_lease(key, token, retention, lease_left)
+            .await
+    }
     async fn release(
         &self,
         key: &str,
