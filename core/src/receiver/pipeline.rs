@@ -65,6 +65,8 @@ impl Receiver {
     /// # Errors
     ///
     /// A [`Rejection`] when the handler did not run or panicked.
+    ///
+    /// [`RequestVerifier::check_head`]: crate::RequestVerifier::check_head
     pub fn receive<R, B, F, Fut, T>(
         &self,
         request: R,
