@@ -37,6 +37,7 @@ pub mod event;
 mod handshake;
 pub mod headers;
 pub mod inbox;
+mod key;
 pub mod ordering;
 mod public_url;
 pub mod receiver;

@@ -82,8 +82,8 @@ impl InboxAccept {
             }
             None => None,
         };
-        let key_namespace = crate::receiver::key_namespace(namespace, &verified);
-        let key = crate::receiver::store_key(key_namespace, verified.dedup_key(key_namespace, &id));
+        let key_namespace = crate::key::key_namespace(namespace, &verified);
+        let key = crate::key::store_key(key_namespace, verified.dedup_key(key_namespace, &id));
         // Read in place: the values that are text, in the order received.
         let mut kept = Vec::new();
         for name in &self.keep_headers {
