@@ -196,8 +196,14 @@ impl Receiver {
         }
         match claimed {
             Ok(Claim::Claimed) => {
-                let claim =
-                    ClaimGuard::start(Arc::clone(store), &key, token, inner, observer.clone());
+                let claim = ClaimGuard::start(
+                    Arc::clone(store),
+                    &key,
+                    token,
+                    started,
+                    inner,
+                    observer.clone(),
+                );
                 Ok(Admission {
                     claim: Some(claim),
                     delivery: Delivery::new(verified, Some(key), body),

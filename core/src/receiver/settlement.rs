@@ -66,17 +66,21 @@ struct Settle {
     /// before: they pay for neither).
     renewal: Option<Renewal>,
     lease: Duration,
+    /// When the claim was sent (read before it): the lease runs at most
+    /// `lease` from then, by the store's clock as by this one.
+    claimed_at: Instant,
     observer: Observer,
     /// Where a completion retried in the background is registered.
     pending: Arc<PendingCompletions>,
 }
 
 impl ClaimGuard {
-    /// A guard on a fresh claim, with its lease renewal started.
+    /// A guard on a fresh claim, sent at `claimed_at`.
     pub(super) fn start(
         store: Arc<dyn DedupStore>,
         key: &str,
         token: ClaimToken,
+        claimed_at: Instant,
         inner: &Inner,
         observer: Observer,
     ) -> Self {
@@ -89,6 +93,7 @@ impl ClaimGuard {
                 key,
                 token,
                 lease: inner.lease,
+                claimed_at,
                 retention: inner.retention,
                 complete_retry: inner.complete_retry,
                 renewal: None,
@@ -227,11 +232,18 @@ impl Settle {
 
     /// One try at `complete`, with `settled` set as its outcome says under
     /// the renewal's lock (if a renewal runs).
+    ///
+    /// Before any renewal, the store is told how much of the lease is left
+    /// ([`DedupStore::complete_in_lease`]: Redis then skips the token
+    /// check); once renewals run, the lease moves and `complete` checks.
     async fn try_complete(&self) -> Result<Transition, StoreError> {
-        let complete = (*self.store).complete(&self.key, self.token, self.retention);
         let Some(renewal) = &self.renewal else {
-            return complete.await;
+            let lease_left = self.lease.saturating_sub(self.claimed_at.elapsed());
+            return (*self.store)
+                .complete_in_lease(&self.key, self.token, self.retention, lease_left)
+                .await;
         };
+        let complete = (*self.store).complete(&self.key, self.token, self.retention);
         let mut settled = renewal.settled.lock().await;
         let result = complete.await;
         *settled = !matches!(&result, Err(e) if !e.is_permanent());

@@ -9,8 +9,9 @@
 //! One delivery is what the pipeline asks of a store: a claim before the
 //! handler and a completion after it, one after the other on one connection.
 //!
-//! - **Redis**: `RedisStore::claim` + `complete` (a `SET … NX GET` and an
-//!   `EVALSHA`) against
+//! - **Redis**: `RedisStore::claim` + `complete_in_lease`, as the pipeline
+//!   completes (a `SET … NX GET` and, well within the lease, a
+//!   `SET … XX GET`) against
 //!   `SET key token NX PX lease` + `SET key done PX retention`, through the
 //!   same `redis` crate and `ConnectionManager`. The server is a private
 //!   `redis-server` this program starts on a free port (nothing else talks
@@ -179,15 +180,18 @@ async fn hand_redis(conn: &mut ConnectionManager, key: &str, lease_ms: u64, rete
         .expect("SET done");
 }
 
-/// `n` fresh deliveries through a library store: claim, then complete.
+/// `n` fresh deliveries through a library store: claim, then complete with
+/// what is left of the lease, as the pipeline does.
 async fn library_run(store: &dyn DedupStore, run: &str, n: usize) {
     for i in 0..n {
         let key = format!("{run}:{i}");
         let token = ClaimToken::random();
+        let claimed_at = Instant::now();
         let claim = store.claim(&key, token, LEASE).await.expect("claim");
         assert!(matches!(claim, Claim::Claimed), "a fresh key is claimed");
+        let lease_left = LEASE.saturating_sub(claimed_at.elapsed());
         let completed = store
-            .complete(&key, token, RETENTION)
+            .complete_in_lease(&key, token, RETENTION, lease_left)
             .await
             .expect("complete");
         assert_eq!(completed, Transition::Applied, "the holder completes");
