@@ -231,12 +231,53 @@ mod scenarios {
         assert_eq!(claimed(&answers), 1, "one takeover: {answers:?}");
         let day = Duration::from_secs(86_400);
         answers!(store.complete(&key, old, day), Transition::Stale);
+        // Told its lease is over, as the pipeline would be: stale too.
+        answers!(
+            store.complete_in_lease(&key, old, day, Duration::ZERO),
+            Transition::Stale
+        );
         answers!(store.release(&key, old), Transition::Stale);
         answers!(store.extend(&key, old, LEASE), Transition::Stale);
         // The takeover still holds: a new attempt sees it in flight.
         answers!(
             store.claim(&key, ClaimToken::random(), LEASE),
             Claim::InFlight { .. }
+        );
+        backend.cleanup().await;
+    }
+
+    /// A completion well within the lease (as the pipeline completes most
+    /// deliveries) answers what `complete` answers: applied for the holder,
+    /// remembered; stale once completed; stale for a key that is gone, and
+    /// nothing written for it.
+    pub(super) async fn completes_within_the_lease<B: Backend>() {
+        let Some((backend, store)) = fresh_store::<B>().await else {
+            return;
+        };
+        let day = Duration::from_secs(86_400);
+        let held = key("in-lease");
+        let token = ClaimToken::random();
+        answers!(store.claim(&held, token, LEASE), Claim::Claimed);
+        answers!(
+            store.complete_in_lease(&held, token, day, LEASE),
+            Transition::Applied
+        );
+        answers!(
+            store.claim(&held, ClaimToken::random(), LEASE),
+            Claim::Completed
+        );
+        answers!(
+            store.complete_in_lease(&held, token, day, LEASE),
+            Transition::Stale
+        );
+        let gone = key("in-lease-gone");
+        answers!(
+            store.complete_in_lease(&gone, token, day, LEASE),
+            Transition::Stale
+        );
+        answers!(
+            store.claim(&gone, ClaimToken::random(), LEASE),
+            Claim::Claimed
         );
         backend.cleanup().await;
     }
@@ -650,6 +691,7 @@ macro_rules! store_suite {
                 storm,
                 lease_expiry_takeover,
                 late_settle_without_takeover,
+                completes_within_the_lease,
                 delivery_storm,
                 release_then_reclaim,
                 completed_until_retention,
