@@ -14,7 +14,7 @@
 //! | same id after a completed attempt | — | 200 + `webhook-duplicate: true` |
 //! | store unreachable at claim | — | 503 + `Retry-After` (or, with [`StoreFailure::Open`], the handler runs without a dedup key; never for a [replay token](crate::Identity::ReplayToken)) |
 //! | store refuses the key for good at claim | — | 400 |
-//! | handler answered 2xx | complete (token-checked; on Redis, well within the lease, one `SET … XX GET` whose old value is checked: see [`DedupStore::complete_in_lease`](crate::dedup::DedupStore::complete_in_lease)) | the handler's response |
+//! | handler answered 2xx | complete (token-checked; on Redis, well within the lease, one `SET … XX GET` whose old value is checked: see [`DedupStore::complete_in_lease`]) | the handler's response |
 //! | complete fails after a 2xx | retried in the background with backoff, lease still renewed | the handler's response |
 //! | handler answered anything else | release (token-checked) | the handler's response |
 //! | handler panicked | release | 500 |
