@@ -318,19 +318,16 @@ fn with_names<R>(
     let key = groups.as_ptr() as usize;
     NAMES.with(|cache| {
         let mut cache = cache.borrow_mut();
-        if let Some((_, names)) = cache
-            .iter()
-            .find(|(k, names)| *k == key && names.len() == groups.len())
-        {
-            return f(names);
-        }
-        let names = convert(groups);
-        if cache.len() >= NAMED_GROUPS {
-            return f(&names);
-        }
-        cache.push((key, names));
-        let (_, names) = cache.last().expect("just pushed");
-        f(names)
+        let found = (cache.iter()).position(|(k, names)| *k == key && names.len() == groups.len());
+        let at = match found {
+            Some(at) => at,
+            None if cache.len() >= NAMED_GROUPS => return f(&convert(groups)),
+            None => {
+                cache.push((key, convert(groups)));
+                cache.len() - 1
+            }
+        };
+        f(&cache[at].1)
     })
 }
 

@@ -38,9 +38,8 @@ pub trait HeaderLookup: Sync {
     ///
     /// The default looks the names up one at a time, stopping at each
     /// group's first name present. The groups are `'static` so that a map
-    /// that is scanned to find a name (actix's) can answer every group in
-    /// one scan and remember the answer for the same groups (a scheme reads
-    /// its head before the body and again to verify it).
+    /// keyed by another type of name (actix's, http 0.2) can convert them
+    /// once and keep them (actix-webhooks keeps them per thread).
     fn get_str_first_of<'h>(
         &'h self,
         groups: &'static [&'static [HeaderName]],
@@ -106,40 +105,6 @@ pub fn first_of_by_lookup<'h>(
     }
 }
 
-/// [`HeaderLookup::get_str_first_of`]'s search in one pass over every
-/// `(name, value)` pair of a map, in the order received (the values of one
-/// name in order): for each group, the value of the name that comes first
-/// in the group, and of that name the first value (`out[i]` for
-/// `groups[i]`, `None` when none of its names is there). Stops once every
-/// group has found its first name.
-pub fn first_of_in_one_scan<'h, V: Copy>(
-    pairs: impl IntoIterator<Item = (&'h str, V)>,
-    groups: &[&[HeaderName]],
-    out: &mut [Option<(usize, V)>],
-) {
-    out.fill(None);
-    let mut missing = groups.len().min(out.len());
-    if missing == 0 {
-        return;
-    }
-    for (key, value) in pairs {
-        for (names, slot) in groups.iter().zip(out.iter_mut()) {
-            // Only a name before the one found can replace it (a later
-            // value of the same name does not).
-            let before = slot.map_or(names.len(), |(found, _)| found);
-            if let Some(i) = names[..before].iter().position(|n| n.as_str() == key) {
-                *slot = Some((i, value));
-                if i == 0 {
-                    missing -= 1;
-                }
-            }
-        }
-        if missing == 0 {
-            break;
-        }
-    }
-}
-
 /// A header value that is not text ([`HeaderLookup::get_str`]): a byte
 /// outside visible ASCII, space and tab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,9 +131,9 @@ fn is_text(value: &[u8]) -> bool {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     let byte = |b: &u8| *b == b'\t' || (0x20..0x7f).contains(b);
-    let mut words = value.chunks_exact(8);
-    for word in &mut words {
-        let x = u64::from_ne_bytes(word.try_into().expect("chunks of 8"));
+    let (words, rest) = value.as_chunks::<8>();
+    for word in words {
+        let x = u64::from_ne_bytes(*word);
         // A byte below 0x20 (its high bit set by the subtraction), or above
         // 0x7e (by the addition, or set already). A borrow or a carry
         // between bytes only starts at a byte that is itself out of range,
@@ -179,7 +144,7 @@ fn is_text(value: &[u8]) -> bool {
             return false;
         }
     }
-    words.remainder().iter().all(byte)
+    rest.iter().all(byte)
 }
 
 /// The first value of `name` as text ([`header_str`]): `None` when absent,

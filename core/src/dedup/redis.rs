@@ -167,9 +167,10 @@ pub struct RedisStore {
     prefix: Arc<str>,
     command_timeout: Duration,
     scripts: Arc<Scripts>,
-    /// Whether the server takes `SET … NX GET` (Redis 7.0 or later): cleared,
-    /// for every clone, by the first reply saying it does not.
-    fast_claim: Arc<AtomicBool>,
+    /// Whether the server takes the fast paths' `SET … GET` (`NX GET`:
+    /// Redis 7.0 or later): cleared, for every clone, by the first reply
+    /// saying it does not.
+    set_get: Arc<AtomicBool>,
 }
 
 /// The four scripts, shared with the cluster store.
@@ -334,7 +335,7 @@ impl RedisStore {
             prefix: Arc::from(Self::DEFAULT_PREFIX),
             command_timeout: Self::DEFAULT_COMMAND_TIMEOUT,
             scripts: Arc::new(Scripts::new()),
-            fast_claim: Arc::new(AtomicBool::new(true)),
+            set_get: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -417,10 +418,25 @@ impl RedisStore {
         token: ClaimToken,
         lease: Duration,
     ) -> Option<Result<Claim, StoreError>> {
-        if !self.fast_claim.load(Ordering::Relaxed) {
+        let reply = self
+            .plain_set(fast_claim_cmd(&self.prefix, key, token, lease))
+            .await?;
+        match reply {
+            Ok(None) => Some(Ok(Claim::Claimed)),
+            Ok(Some(value)) if value == b"done" => Some(Ok(Claim::Completed)),
+            Ok(Some(_)) => None,
+            Err(error) => Some(Err(error)),
+        }
+    }
+
+    /// Sends one of the fast paths' plain `SET … GET`s within the command
+    /// timeout; its reply is the value the key held. `None` when the server
+    /// is older than the syntax (then, for every clone of this store, the
+    /// scripts run instead) or was found to be before.
+    async fn plain_set(&self, cmd: redis::Cmd) -> Option<Result<Option<Vec<u8>>, StoreError>> {
+        if !self.set_get.load(Ordering::Relaxed) {
             return None;
         }
-        let cmd = fast_claim_cmd(&self.prefix, key, token, lease);
         let mut connection = self.connection.clone();
         let reply = match tokio::time::timeout(
             self.command_timeout,
@@ -432,12 +448,12 @@ impl RedisStore {
             Err(_) => return Some(Err(StoreError::Timeout)),
         };
         match reply {
-            Ok(None) => Some(Ok(Claim::Claimed)),
-            Ok(Some(value)) if value == b"done" => Some(Ok(Claim::Completed)),
-            Ok(Some(_)) => None,
-            Err(error) if set_nx_get_unsupported(&error) => {
-                self.fast_claim.store(false, Ordering::Relaxed);
-                tracing::debug!("the Redis server refuses SET NX GET: claims run a script");
+            Ok(old) => Some(Ok(old)),
+            Err(error) if set_get_unsupported(&error) => {
+                self.set_get.store(false, Ordering::Relaxed);
+                tracing::debug!(
+                    "the Redis server refuses SET … GET: claims and completions run a script"
+                );
                 None
             }
             Err(error) => Some(Err(store_error(error))),
@@ -455,31 +471,13 @@ impl RedisStore {
         retention: Duration,
         lease_left: Duration,
     ) -> Option<Result<Transition, StoreError>> {
-        if !fast_complete_allowed(lease_left, self.command_timeout)
-            || !self.fast_claim.load(Ordering::Relaxed)
-        {
+        if !fast_complete_allowed(lease_left, self.command_timeout) {
             return None;
         }
-        let cmd = fast_complete_cmd(&self.prefix, key, retention);
-        let mut connection = self.connection.clone();
-        let reply = match tokio::time::timeout(
-            self.command_timeout,
-            cmd.query_async::<Option<Vec<u8>>>(&mut connection),
-        )
-        .await
-        {
-            Ok(reply) => reply,
-            Err(_) => return Some(Err(StoreError::Timeout)),
-        };
-        match reply {
-            Ok(old) => Some(Ok(fast_complete_answer(old.as_deref(), token))),
-            Err(error) if set_nx_get_unsupported(&error) => {
-                self.fast_claim.store(false, Ordering::Relaxed);
-                tracing::debug!("the Redis server refuses SET GET: completions run a script");
-                None
-            }
-            Err(error) => Some(Err(store_error(error))),
-        }
+        let reply = self
+            .plain_set(fast_complete_cmd(&self.prefix, key, retention))
+            .await?;
+        Some(reply.map(|old| fast_complete_answer(old.as_deref(), token)))
     }
 
     async fn token_script(
@@ -592,7 +590,7 @@ pub(super) fn fast_complete_answer(old: Option<&[u8]>, token: ClaimToken) -> Tra
 }
 
 /// A server older than Redis 7.0 answers `SET … NX GET` with a syntax error.
-fn set_nx_get_unsupported(error: &RedisError) -> bool {
+fn set_get_unsupported(error: &RedisError) -> bool {
     error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
         && error.to_string().contains("syntax error")
 }
@@ -783,14 +781,14 @@ mod tests {
                 .extract_error()
                 .unwrap_err()
         };
-        assert!(set_nx_get_unsupported(&error(b"-ERR syntax error\r\n")));
+        assert!(set_get_unsupported(&error(b"-ERR syntax error\r\n")));
         for other in [
             &b"-ERR max number of clients reached\r\n"[..],
             b"-NOSCRIPT No matching script\r\n",
             b"-READONLY You can't write against a read only replica.\r\n",
             b"-OOM command not allowed when used memory > 'maxmemory'.\r\n",
         ] {
-            assert!(!set_nx_get_unsupported(&error(other)));
+            assert!(!set_get_unsupported(&error(other)));
         }
         let cmd = fast_claim_cmd("p:", "k", ClaimToken::from_u128(1), Duration::from_secs(1));
         let packed = String::from_utf8(cmd.get_packed_command()).unwrap();

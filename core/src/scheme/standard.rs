@@ -43,7 +43,7 @@ static SIGNATURE_NAMES: [HeaderName; 2] = [
     HeaderName::from_static("svix-signature"),
 ];
 /// The three headers' names, read together
-/// ([`HeaderLookup::get_str_first_of`]: one scan of a map that must be scanned).
+/// ([`HeaderLookup::get_str_first_of`]: one call, the names `'static` so that an adapter converts them once).
 static HEAD_NAMES: [&[HeaderName]; 3] = [&ID_NAMES, &TIMESTAMP_NAMES, &SIGNATURE_NAMES];
 /// Signature entries looked at per request; the rest are ignored, so a huge
 /// header cannot make one request cost thousands of verifications.
