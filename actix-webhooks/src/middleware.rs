@@ -178,7 +178,8 @@ where
                 headers: CopiedOnDemand::new(ActixHeaders::new(std::mem::take(req.headers_mut()))),
                 returned: &returned,
             };
-            let read = read_limited(payload, receiver.body_limit());
+            let limit = receiver.body_limit();
+            let read = || read_limited(payload, limit);
             // The request stays here until the handler runs, so that a
             // rejection before it can still be answered with a response.
             let mut waiting = Some(req);

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use sha2::{Digest as _, Sha256};
 
 use crate::PublicUrl;
@@ -329,6 +329,19 @@ pub trait Verifier: Send + Sync {
     ) -> Result<(), VerifyError> {
         self.check_headers(head.header_map(), now)
     }
+
+    /// The groups of header names this scheme reads on every request with
+    /// [`HeaderLookup::get_str_first_of`] (each group: one header under
+    /// its alternative names), `'static` so that the list is recognised by
+    /// its address. The receive pipeline reads them once, before
+    /// [`check_request_head`](Self::check_request_head), and answers that
+    /// reading again to [`verify_head`](Self::verify_head) instead of
+    /// looking the headers up twice. Defaults to none.
+    ///
+    /// [`HeaderLookup::get_str_first_of`]: crate::HeaderLookup::get_str_first_of
+    fn head_names(&self) -> &'static [&'static [HeaderName]] {
+        &[]
+    }
 }
 
 impl<V: Verifier + ?Sized> Verifier for Arc<V> {
@@ -369,6 +382,10 @@ impl<V: Verifier + ?Sized> Verifier for Arc<V> {
     ) -> Result<(), VerifyError> {
         (**self).check_request_head(head, now)
     }
+
+    fn head_names(&self) -> &'static [&'static [HeaderName]] {
+        (**self).head_names()
+    }
 }
 
 impl<V: Verifier + ?Sized> Verifier for Box<V> {
@@ -408,6 +425,10 @@ impl<V: Verifier + ?Sized> Verifier for Box<V> {
         now: SystemTime,
     ) -> Result<(), VerifyError> {
         (**self).check_request_head(head, now)
+    }
+
+    fn head_names(&self) -> &'static [&'static [HeaderName]] {
+        (**self).head_names()
     }
 }
 
@@ -575,6 +596,12 @@ pub trait RequestVerifier: Send + Sync {
         let _ = (head, now);
         Ok(())
     }
+
+    /// The groups of header names read on every request, once per request
+    /// (see [`Verifier::head_names`]). Defaults to none.
+    fn head_names(&self) -> &'static [&'static [HeaderName]] {
+        &[]
+    }
 }
 
 #[async_trait::async_trait]
@@ -594,6 +621,10 @@ impl<V: Verifier + ?Sized> RequestVerifier for V {
 
     fn check_head(&self, head: RequestHead<'_>, now: SystemTime) -> Result<(), VerifyError> {
         self.check_request_head(head, now)
+    }
+
+    fn head_names(&self) -> &'static [&'static [HeaderName]] {
+        Verifier::head_names(self)
     }
 
     async fn verify_request(

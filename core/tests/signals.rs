@@ -233,7 +233,7 @@ async fn in_flight_handler_4xx_and_body_timeout_have_their_series() {
     let stalled = receiver
         .receive(
             request(NEW_SECRET, "stalled", b"{}"),
-            std::future::pending(),
+            std::future::pending,
             |_, _| async move { 204u16 },
             |s| *s,
         )

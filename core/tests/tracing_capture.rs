@@ -91,7 +91,7 @@ async fn receive(
     receiver
         .receive(
             parts,
-            async move { Ok(body) },
+            || async move { Ok(body) },
             |_, _| async move { status },
             |s| *s,
         )
@@ -110,7 +110,7 @@ fn body_timeout_is_answered_inside_the_span() {
         let answer = receiver
             .receive(
                 parts,
-                std::future::pending(),
+                std::future::pending,
                 |_, _| async move { 204u16 },
                 |s| *s,
             )
@@ -253,7 +253,7 @@ fn no_secret_body_or_signature_at_any_level() {
                     p,
                     {
                         let body = Bytes::from(body.clone());
-                        async move { Ok(body) }
+                        || async move { Ok(body) }
                     },
                     |_, _| async move { panic!("handler bug") },
                     |s: &u16| *s,

@@ -136,7 +136,8 @@ where
         let receiver = self.receiver.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let read = read_limited(body, receiver.body_limit());
+            let limit = receiver.body_limit();
+            let read = || read_limited(body, limit);
             let handler = |mut parts: http::request::Parts, delivery: webhooks_core::Delivery| {
                 let body = Body::from(delivery.body.clone());
                 parts.extensions.insert(delivery);

@@ -153,11 +153,28 @@ impl Shard {
         }
     }
 
+    /// Drops `previous`'s queue entry when it is its queue's last one (a
+    /// claim completed, extended or released before any other claim of its
+    /// shard, as most are): it would only be skipped as stale later, and
+    /// the in-flight queue of a store whose claims complete in turn then
+    /// never grows. An entry further in stays, skipped when it reaches the
+    /// front or dropped when the queue is compacted.
+    fn unqueue_last(&mut self, previous: Slot) {
+        let queue = self.queue(previous.state.kind());
+        if queue
+            .back()
+            .is_some_and(|last| last.stamp == previous.stamp)
+        {
+            queue.pop_back();
+        }
+    }
+
     /// Stores `state` under `key` (an existing key's `Arc` is reused) and
     /// queues it, keeping the live counts right.
-    fn put(&mut self, hash: u64, key: &Arc<str>, state: State, previous: Option<State>) {
+    fn put(&mut self, hash: u64, key: &Arc<str>, state: State, previous: Option<Slot>) {
         if let Some(previous) = previous {
-            *self.live_mut(previous.kind()) -= 1;
+            *self.live_mut(previous.state.kind()) -= 1;
+            self.unqueue_last(previous);
         }
         let stamp = self.stamp();
         let kind = state.kind();
@@ -190,6 +207,7 @@ impl Shard {
         if let Ok(found) = self.table.find_entry(hash, |e| holds(e, key)) {
             let (entry, _) = found.remove();
             *self.live_mut(entry.slot.state.kind()) -= 1;
+            self.unqueue_last(entry.slot);
         }
     }
 
@@ -410,7 +428,7 @@ impl MemoryStore {
         if !held {
             return Transition::Stale;
         }
-        let previous = entry.slot.state;
+        let previous = entry.slot;
         let stored = Arc::clone(&entry.key);
         match next(now) {
             Some(state) => shard.put(hash, &stored, state, Some(previous)),
@@ -500,7 +518,7 @@ impl MemoryStore {
         shard.sweep(now);
         let existing = shard.get(hash, key).map(|e| (Arc::clone(&e.key), e.slot));
         match existing {
-            Some((stored, Slot { state, stamp })) => match state {
+            Some((stored, slot @ Slot { state, stamp })) => match state {
                 State::InFlight { lease_end, .. } if lease_end > now => Ok(Claim::InFlight {
                     retry_after: Duration::from_millis(lease_end - now),
                 }),
@@ -512,13 +530,13 @@ impl MemoryStore {
                         .back()
                         .is_none_or(|last| last.stamp != stamp)
                     {
-                        shard.put(hash, &stored, state, Some(state));
+                        shard.put(hash, &stored, state, Some(slot));
                     }
                     Ok(Claim::Completed)
                 }
                 // A lease that ran out (takeover) or a retention that did.
                 _ => {
-                    shard.put(hash, &stored, in_flight(token, lease, now), Some(state));
+                    shard.put(hash, &stored, in_flight(token, lease, now), Some(slot));
                     Ok(Claim::Claimed)
                 }
             },
@@ -596,6 +614,55 @@ impl DedupStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The queue entries a store holds, in flight and completed.
+    fn queued(store: &MemoryStore) -> (usize, usize) {
+        store.inner.shards.iter().fold((0, 0), |(f, c), shard| {
+            let shard = lock(shard);
+            (f + shard.in_flight.len(), c + shard.completed.len())
+        })
+    }
+
+    /// Claims completed (or released) in turn leave nothing queued in
+    /// flight: each claim's entry is dropped when it settles. It was kept,
+    /// stale, until the queue held 1,024 more than its live claims.
+    #[test]
+    fn settled_claims_leave_no_in_flight_entries() {
+        let store = MemoryStore::with_capacity(10_000);
+        let (lease, retention) = (Duration::from_secs(30), Duration::from_secs(3_600));
+        for i in 0..3_000 {
+            let (key, token) = (format!("k{i}"), ClaimToken::random());
+            assert!(matches!(
+                store.claim_now(&key, token, lease),
+                Ok(Claim::Claimed)
+            ));
+            let settled = if i % 3 == 0 {
+                store.token_update(&key, token, |_| None)
+            } else {
+                store.complete_now(&key, token, retention)
+            };
+            assert_eq!(settled, Transition::Applied);
+        }
+        assert_eq!(queued(&store), (0, 2_000));
+        // Interleaved claims keep their entries until they reach the
+        // front, and still settle.
+        let (a, b) = (ClaimToken::random(), ClaimToken::random());
+        assert!(matches!(store.claim_now("a", a, lease), Ok(Claim::Claimed)));
+        assert!(matches!(store.claim_now("b", b, lease), Ok(Claim::Claimed)));
+        assert_eq!(store.complete_now("a", a, retention), Transition::Applied);
+        assert_eq!(store.complete_now("b", b, retention), Transition::Applied);
+        let (in_flight, completed) = queued(&store);
+        assert!(in_flight <= 1, "{in_flight}");
+        assert_eq!(completed, 2_002);
+        assert!(matches!(
+            store.claim_now("a", a, lease),
+            Ok(Claim::Completed)
+        ));
+        assert!(matches!(
+            store.claim_now("b", b, lease),
+            Ok(Claim::Completed)
+        ));
+    }
 
     #[test]
     fn process_default_is_shared_per_namespace_and_site_while_held() {

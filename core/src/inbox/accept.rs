@@ -59,15 +59,31 @@ impl InboxAccept {
     /// keys it): a sender's retry of the same body is a duplicate. The
     /// event type is the scheme's, or the body's top-level `"type"` (what
     /// [`Delivery::event`](crate::Delivery::event) dispatches on).
-    pub(crate) async fn store(
+    ///
+    /// The headers are read before this returns: the future borrows none
+    /// of them.
+    pub(crate) fn store<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: Option<String>,
+        verified: Verified,
+        headers: &dyn crate::HeaderLookup,
+        body: Bytes,
+        retry_after: Duration,
+    ) -> impl Future<Output = Rejection> + Send + 'a {
+        let event = self.event(namespace, id, verified, headers, body);
+        self.accept(namespace, event, retry_after)
+    }
+
+    /// The event to store for a delivery (see [`store`](Self::store)).
+    fn event(
         &self,
         namespace: &str,
         id: Option<String>,
         mut verified: Verified,
         headers: &dyn crate::HeaderLookup,
         body: Bytes,
-        retry_after: Duration,
-    ) -> Rejection {
+    ) -> NewEvent {
         let id = id.unwrap_or_else(|| {
             format!(
                 "sha256:{}",
@@ -93,7 +109,7 @@ impl InboxAccept {
                 }
             });
         }
-        let event = NewEvent {
+        NewEvent {
             key,
             scheme: verified.scheme.to_owned(),
             delivery_id: verified.id,
@@ -102,7 +118,11 @@ impl InboxAccept {
             headers: kept,
             body,
             signed_at: verified.timestamp,
-        };
+        }
+    }
+
+    /// Stores `event` and says what to answer (see [`store`](Self::store)).
+    async fn accept(&self, namespace: &str, event: NewEvent, retry_after: Duration) -> Rejection {
         match self.inbox.accept(&event).await {
             Ok(Accepted::Stored) => {
                 super::signals::accepted(namespace, "stored");

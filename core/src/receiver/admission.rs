@@ -51,15 +51,32 @@ impl Receiver {
         admitting.await
     }
 
+    /// [`admit`](Self::admit) up to the first wait, when the verifier
+    /// answers at once: what is left to await (if anything) borrows
+    /// neither `head` nor its headers. `Err` gives the body back when the
+    /// verifier must be awaited (then call `admit`).
+    pub(super) fn admit_ready(
+        &self,
+        head: RequestHead<'_>,
+        body: Bytes,
+    ) -> Result<Step<'_>, Bytes> {
+        let now = (self.inner.clock)();
+        let verify_started = Instant::now();
+        match self.inner.verifier.verify_ready(head, &body, now) {
+            Some(result) => Ok(self.after_verify(result, verify_started, head.headers, body)),
+            None => Err(body),
+        }
+    }
+
     /// Everything [`admit`](Self::admit) does once the verifier answered:
     /// signals and span fields, the dedup id, then the inbox or the claim.
-    fn after_verify<'a>(
-        &'a self,
+    fn after_verify(
+        &self,
         result: Result<Verified, crate::VerifyError>,
         verify_started: Instant,
-        headers: &'a dyn crate::HeaderLookup,
+        headers: &dyn crate::HeaderLookup,
         body: Bytes,
-    ) -> Step<'a> {
+    ) -> Step<'_> {
         let inner = &self.inner;
         let scheme = inner.verifier.scheme();
         // One clock reading ends the verification and starts the claim.
@@ -250,7 +267,7 @@ impl Receiver {
 /// Where [`Receiver::admit`] stands once the verifier answered.
 // `Done` is the common answer: boxing it would cost an allocation per request.
 #[allow(clippy::large_enum_variant)]
-enum Step<'a> {
+pub(super) enum Step<'a> {
     /// Admitted or refused without waiting.
     Done(Result<Admission, Rejection>),
     /// The store or the inbox must be awaited.

@@ -76,6 +76,7 @@ mod settlement;
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
@@ -273,15 +274,24 @@ impl Receiver {
     where
         F: Future<Output = Result<Bytes, Rejection>>,
     {
+        self.read_pinned(std::pin::pin!(read)).await
+    }
+
+    /// [`read_body`](Self::read_body) on a read pinned by the caller.
+    pub(crate) async fn read_pinned<F>(&self, mut read: Pin<&mut F>) -> Result<Bytes, Rejection>
+    where
+        F: Future<Output = Result<Bytes, Rejection>>,
+    {
         // A body that is already here (most are: it came with the head)
         // needs no timer; the deadline is armed only if the read must wait.
-        let mut read = std::pin::pin!(read);
         if let Poll::Ready(done) =
             std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await
         {
             return done;
         }
-        tokio::time::timeout(self.inner.body_timeout, read)
+        // Boxed: the timer would otherwise take room in every request's
+        // pipeline state, for the few bodies that must be waited for.
+        Box::pin(tokio::time::timeout(self.inner.body_timeout, read))
             .await
             .unwrap_or(Err(Rejection::BodyTimeout))
     }

@@ -267,6 +267,10 @@ impl Verifier for StandardWebhooks {
     ) -> Result<Verified, VerifyError> {
         self.verify_lookup(headers, body, now)
     }
+
+    fn head_names(&self) -> &'static [&'static [HeaderName]] {
+        &HEAD_NAMES
+    }
 }
 
 impl StandardWebhooks {
