@@ -97,12 +97,13 @@ impl Receiver {
             signals: Arc::clone(&inner.signals),
             scheme,
         };
-        let span = tracing::Span::current();
-        span.record("scheme", verified.scheme);
-        if let Some(id) = &verified.id {
-            span.record("id", id.as_str());
+        if let Some(span) = super::pipeline::current_webhook_span() {
+            span.record("scheme", verified.scheme);
+            if let Some(id) = &verified.id {
+                span.record("id", id.as_str());
+            }
+            span.record("key", field::display(&verified.matched_key));
         }
-        span.record("key", field::display(&verified.matched_key));
 
         if let Some(answer) = inner.verifier.handshake(&verified, &body) {
             // Answered by the library in both modes: never stored, claimed

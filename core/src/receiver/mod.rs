@@ -186,6 +186,12 @@ impl fmt::Debug for Receiver {
     }
 }
 
+/// `Content-Length`, as a group of names for
+/// [`HeaderLookup::get_str_first_of`](crate::HeaderLookup::get_str_first_of)
+/// (each group a static of its own: a header name holds `Bytes`).
+static CONTENT_LENGTH_NAME: [http::HeaderName; 1] = [header::CONTENT_LENGTH];
+static CONTENT_LENGTH: [&[http::HeaderName]; 1] = [&CONTENT_LENGTH_NAME];
+
 impl Receiver {
     /// A pipeline with the defaults: 1 MiB body limit, in-process dedup
     /// (with the `memory` feature; none without it), 60 s lease, 7 days retention.
@@ -236,7 +242,11 @@ impl Receiver {
     ///
     /// [`Rejection::PayloadTooLarge`] or [`Rejection::BodyRead`].
     pub fn check_head(&self, headers: &dyn crate::HeaderLookup) -> Result<(), Rejection> {
-        let Some(value) = crate::headers::get_str(headers, &header::CONTENT_LENGTH) else {
+        // As a `'static` group: a framework's own map (actix's) finds it
+        // by hash, with the name converted once.
+        let mut found = [None];
+        headers.get_str_first_of(&CONTENT_LENGTH, &mut found);
+        let [Some((_, value))] = found else {
             return Ok(());
         };
         let length: u64 = value

@@ -234,6 +234,25 @@ impl Receiver {
     }
 }
 
+/// The target of the `webhook` span (this module's path).
+const SPAN_TARGET: &str = module_path!();
+
+/// The `webhook` span the pipeline runs in, when it is the current span.
+/// `None` when nothing could see it: INFO (its level) is off everywhere
+/// (no subscriber, or none that enables it), or the current span is
+/// another one, which happens when the `webhook` span is disabled and so
+/// not entered: the caller's span (an HTTP server's request span) must not
+/// get this pipeline's `id` or `key`.
+pub(super) fn current_webhook_span() -> Option<tracing::Span> {
+    if !tracing::level_enabled!(tracing::Level::INFO) {
+        return None;
+    }
+    let span = tracing::Span::current();
+    let ours =
+        (span.metadata()).is_some_and(|m| m.name() == "webhook" && m.target() == SPAN_TARGET);
+    ours.then_some(span)
+}
+
 /// Whether nothing can see the `webhook` span: no subscriber enabled it,
 /// and tracing's `log` fallback (when a dependency turns on tracing's `log`
 /// feature, as actix-web does, and no subscriber is set) would write none

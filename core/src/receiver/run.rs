@@ -66,7 +66,12 @@ impl Admission {
         outcome: Result<T, Box<dyn std::any::Any + Send>>,
         status_of: impl FnOnce(&T) -> u16,
     ) -> (Result<T, Rejection>, Option<Settling>) {
-        let span = tracing::Span::current();
+        let span = super::pipeline::current_webhook_span();
+        let record = |field: &str, value: &dyn tracing::Value| {
+            if let Some(span) = &span {
+                span.record(field, value);
+            }
+        };
         match outcome {
             Ok(output) => {
                 let status = status_of(&output);
@@ -74,7 +79,7 @@ impl Admission {
                     o.signals
                         .handled(o.scheme, Some(status), handler_started.elapsed());
                 }
-                span.record("status", status);
+                record("status", &status);
                 let success = (200..300).contains(&status);
                 if !success {
                     tracing::warn!(
@@ -82,9 +87,9 @@ impl Admission {
                         "webhook handler did not succeed; claim released for the sender's retry"
                     );
                 }
-                span.record(
+                record(
                     "outcome",
-                    if success {
+                    &if success {
                         "processed"
                     } else {
                         "handler_failed"
