@@ -55,6 +55,7 @@ impl Receiver {
     /// answers at once: what is left to await (if anything) borrows
     /// neither `head` nor its headers. `Err` gives the body back when the
     /// verifier must be awaited (then call `admit`).
+    #[inline]
     pub(super) fn admit_ready(
         &self,
         head: RequestHead<'_>,
@@ -70,6 +71,7 @@ impl Receiver {
 
     /// Everything [`admit`](Self::admit) does once the verifier answered:
     /// signals and span fields, the dedup id, then the inbox or the claim.
+    #[inline]
     fn after_verify(
         &self,
         result: Result<Verified, crate::VerifyError>,
@@ -192,6 +194,7 @@ impl Receiver {
     }
 
     /// The store's answer to a claim, as an admission or a rejection.
+    #[inline]
     fn claimed(
         &self,
         store: &Arc<dyn DedupStore>,

@@ -288,7 +288,7 @@ impl Receiver {
     }
 
     /// [`read_body`](Self::read_body) on a read pinned by the caller.
-    pub(crate) async fn read_pinned<F>(&self, mut read: Pin<&mut F>) -> Result<Bytes, Rejection>
+    async fn read_pinned<F>(&self, mut read: Pin<&mut F>) -> Result<Bytes, Rejection>
     where
         F: Future<Output = Result<Bytes, Rejection>>,
     {
@@ -304,6 +304,57 @@ impl Receiver {
         Box::pin(tokio::time::timeout(self.inner.body_timeout, read))
             .await
             .unwrap_or(Err(Rejection::BodyTimeout))
+    }
+
+    /// The body's read with the scheme's checks of the head
+    /// ([`check_signature_head`](Self::check_signature_head)) where they
+    /// help: a body that came with the head (most do) is verified with it,
+    /// and the verification refuses what the head's check would, with the
+    /// same error ([`RequestVerifier::check_head`]'s contract), so the head
+    /// is checked once. Otherwise the head is checked first: a request that
+    /// must fail is answered without waiting for its body (which an attacker
+    /// can trickle for the whole body timeout), and a head's error comes
+    /// before the body's. A body that must be waited for is read under the
+    /// body timeout.
+    ///
+    /// One future, polled by one `await`: the pipeline's state holds the
+    /// read once.
+    pub(crate) fn read_checked<'a, F>(
+        &'a self,
+        mut read: Pin<&'a mut F>,
+        head: RequestHead<'a>,
+    ) -> impl Future<Output = Result<Bytes, Rejection>> + 'a
+    where
+        F: Future<Output = Result<Bytes, Rejection>>,
+    {
+        let mut first = true;
+        let mut deadline: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        std::future::poll_fn(move |cx| {
+            let read = read.as_mut().poll(cx);
+            if std::mem::take(&mut first) {
+                match read {
+                    Poll::Ready(Ok(body)) => return Poll::Ready(Ok(body)),
+                    Poll::Ready(Err(rejection)) => {
+                        return Poll::Ready(self.check_signature_head(head).and(Err(rejection)));
+                    }
+                    Poll::Pending => {
+                        if let Err(rejection) = self.check_signature_head(head) {
+                            return Poll::Ready(Err(rejection));
+                        }
+                    }
+                }
+            } else if let Poll::Ready(done) = read {
+                return Poll::Ready(done);
+            }
+            // Armed once the read must wait, boxed: the timer would
+            // otherwise take room in every request's state.
+            let deadline = deadline
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(self.inner.body_timeout)));
+            match deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(Rejection::BodyTimeout)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
     }
 
     /// The response for a rejection: the user's `on_reject` function shapes

@@ -131,11 +131,10 @@ impl Receiver {
                         headers: &headers,
                         ..head
                     };
-                    self.check_signature_head(head)?;
-                    // Pinned where it is made.
+                    // Pinned where it is made; the head checked with it.
                     let body = {
                         let read = std::pin::pin!(read_body());
-                        self.read_pinned(read).await?
+                        self.read_checked(read, head).await?
                     };
                     self.inner
                         .signals
@@ -322,5 +321,62 @@ mod tests {
         let larger = || sized::<200, _>(Ok(Bytes::new()));
         let work = receiver.receive_work(parts(), larger, handler, |status| *status);
         assert_eq!(std::mem::size_of_val(&work), size, "the read's size counts");
+    }
+
+    /// Counts the head checks; refuses every signature.
+    struct CountingChecks(std::sync::atomic::AtomicUsize);
+
+    impl crate::Verifier for CountingChecks {
+        fn verify(
+            &self,
+            _: &http::HeaderMap,
+            _: &[u8],
+            _: std::time::SystemTime,
+        ) -> Result<crate::Verified, crate::VerifyError> {
+            Err(crate::VerifyError::NoMatchingSignature)
+        }
+
+        fn check_headers(
+            &self,
+            _: &http::HeaderMap,
+            _: std::time::SystemTime,
+        ) -> Result<(), crate::VerifyError> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    /// The head is checked before the body only when the body must be
+    /// waited for; a body that came with the head goes to the
+    /// verification, which refuses the same.
+    #[tokio::test]
+    async fn the_head_is_checked_first_only_when_the_body_must_be_waited_for() {
+        let verifier = std::sync::Arc::new(CountingChecks(0.into()));
+        let receiver = Receiver::new(std::sync::Arc::clone(&verifier));
+        let checks = || verifier.0.load(std::sync::atomic::Ordering::Relaxed);
+        let parts = || http::Request::new(()).into_parts().0;
+        let handler = |_parts, _delivery| async { 204_u16 };
+        let here = || async { Ok(Bytes::from_static(b"{}")) };
+        let answer = receiver.receive(parts(), here, handler, |s| *s).await;
+        assert_eq!(
+            answer,
+            Err(Rejection::Verify(crate::VerifyError::NoMatchingSignature))
+        );
+        assert_eq!(checks(), 0);
+        let later = || async {
+            tokio::task::yield_now().await;
+            Ok(Bytes::from_static(b"{}"))
+        };
+        let answer = receiver.receive(parts(), later, handler, |s| *s).await;
+        assert_eq!(
+            answer,
+            Err(Rejection::Verify(crate::VerifyError::NoMatchingSignature))
+        );
+        assert_eq!(checks(), 1);
+        // A read that fails at once still answers the head's error first.
+        let failed = || async { Err(Rejection::BodyRead) };
+        let answer = receiver.receive(parts(), failed, handler, |s| *s).await;
+        assert_eq!(answer, Err(Rejection::BodyRead));
+        assert_eq!(checks(), 2);
     }
 }
