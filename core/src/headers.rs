@@ -30,22 +30,24 @@ pub trait HeaderLookup: Sync {
         self.get(name).map(|value| header_str(value).ok_or(NotText))
     }
 
-    /// For each group of names, the first value (as text, as
-    /// [`get_str`](Self::get_str) reads it) of the group's first name that
-    /// the request has, with that name's index in the group: `out[i]`
+    /// For each group of names, the first value of the group's first name
+    /// that the request has, with that name's index in the group: `out[i]`
     /// answers `groups[i]` (`None`: none of its names), for a scheme that
-    /// reads several headers, each under one of a few names.
+    /// reads several headers, each under one of a few names. The values
+    /// are the bytes received: the scheme checks what it needs as text
+    /// ([`header_str`], [`is_text`]).
     ///
-    /// The default looks the names up one at a time, stopping at each
-    /// group's first name present. The groups are `'static` so that a map
-    /// keyed by another type of name (actix's, http 0.2) can convert them
-    /// once and keep them (actix-webhooks keeps them per thread).
-    fn get_str_first_of<'h>(
+    /// The default looks the names up one at a time with [`get`](Self::get),
+    /// stopping at each group's first name present. The groups are
+    /// `'static` so that a map keyed by another type of name (actix's,
+    /// http 0.2) can convert them once and keep them (actix-webhooks keeps
+    /// them per thread).
+    fn get_first_of<'h>(
         &'h self,
         groups: &'static [&'static [HeaderName]],
         out: &mut [FirstOf<'h>],
     ) {
-        first_of_by_lookup(groups, out, |name| self.get_str(name));
+        first_of_by_lookup(groups, out, |name| self.get(name));
     }
 
     /// Calls `f` with every value of `name`, in the order received.
@@ -90,18 +92,18 @@ impl HeaderLookup for HeaderMap {
     }
 }
 
-/// What [`HeaderLookup::get_str_first_of`] found for one group of names:
-/// the index in the group of the name found, and its first value as text.
-pub type FirstOf<'h> = Option<(usize, Result<&'h str, NotText>)>;
+/// What [`HeaderLookup::get_first_of`] found for one group of names: the
+/// index in the group of the name found, and its first value's bytes.
+pub type FirstOf<'h> = Option<(usize, &'h [u8])>;
 
-/// [`HeaderLookup::get_str_first_of`] by looking each name up with `get_str`.
+/// [`HeaderLookup::get_first_of`] by looking each name up with `get`.
 pub fn first_of_by_lookup<'h>(
     groups: &[&[HeaderName]],
     out: &mut [FirstOf<'h>],
-    get_str: impl Fn(&HeaderName) -> Option<Result<&'h str, NotText>>,
+    get: impl Fn(&HeaderName) -> Option<&'h [u8]>,
 ) {
     for (names, slot) in groups.iter().zip(out) {
-        *slot = (names.iter().enumerate()).find_map(|(i, name)| get_str(name).map(|v| (i, v)));
+        *slot = (names.iter().enumerate()).find_map(|(i, name)| get(name).map(|v| (i, v)));
     }
 }
 
@@ -132,7 +134,7 @@ impl<'a> ReadOnce<'a> {
     ) -> Self {
         let mut found = [None; READ_ONCE_GROUPS];
         let groups = if groups.len() <= READ_ONCE_GROUPS {
-            headers.get_str_first_of(groups, &mut found[..groups.len()]);
+            headers.get_first_of(groups, &mut found[..groups.len()]);
             groups
         } else {
             &[]
@@ -154,7 +156,7 @@ impl HeaderLookup for ReadOnce<'_> {
         self.headers.get_str(name)
     }
 
-    fn get_str_first_of<'h>(
+    fn get_first_of<'h>(
         &'h self,
         groups: &'static [&'static [HeaderName]],
         out: &mut [FirstOf<'h>],
@@ -165,7 +167,7 @@ impl HeaderLookup for ReadOnce<'_> {
                 *slot = *found;
             }
         } else {
-            self.headers.get_str_first_of(groups, out);
+            self.headers.get_first_of(groups, out);
         }
     }
 
@@ -203,8 +205,11 @@ pub fn header_str(value: &[u8]) -> Option<&str> {
     }
 }
 
-/// Whether every byte is visible ASCII (0x20–0x7e) or a tab.
-fn is_text(value: &[u8]) -> bool {
+/// Whether every byte is visible ASCII (0x20–0x7e), a space or a tab: what
+/// [`HeaderValue::to_str`] accepts (see [`header_str`]), without making a
+/// `&str`, for a value read as bytes. Eight bytes at a time.
+#[must_use]
+pub fn is_text(value: &[u8]) -> bool {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     let byte = |b: &u8| *b == b'\t' || (0x20..0x7f).contains(b);
@@ -308,14 +313,14 @@ pub trait ForeignHeaders: Sync {
     fn get_str(&self, name: &HeaderName) -> Option<Result<&str, NotText>> {
         self.get(name).map(|value| header_str(value).ok_or(NotText))
     }
-    /// [`HeaderLookup::get_str_first_of`]; the default looks each name
-    /// up with [`get_str`](Self::get_str).
-    fn get_str_first_of<'h>(
+    /// [`HeaderLookup::get_first_of`]; the default looks each name up
+    /// with [`get`](Self::get).
+    fn get_first_of<'h>(
         &'h self,
         groups: &'static [&'static [HeaderName]],
         out: &mut [FirstOf<'h>],
     ) {
-        first_of_by_lookup(groups, out, |name| self.get_str(name));
+        first_of_by_lookup(groups, out, |name| self.get(name));
     }
     /// Calls `f` with every value of `name`, in order.
     fn for_each_value(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8]));
@@ -334,12 +339,12 @@ impl<H: ForeignHeaders> HeaderLookup for CopiedOnDemand<H> {
         self.headers.get_str(name)
     }
 
-    fn get_str_first_of<'h>(
+    fn get_first_of<'h>(
         &'h self,
         groups: &'static [&'static [HeaderName]],
         out: &mut [FirstOf<'h>],
     ) {
-        self.headers.get_str_first_of(groups, out);
+        self.headers.get_first_of(groups, out);
     }
 
     fn for_each_value(&self, name: &HeaderName, f: &mut dyn FnMut(&[u8])) {

@@ -331,14 +331,14 @@ pub trait Verifier: Send + Sync {
     }
 
     /// The groups of header names this scheme reads on every request with
-    /// [`HeaderLookup::get_str_first_of`] (each group: one header under
+    /// [`HeaderLookup::get_first_of`] (each group: one header under
     /// its alternative names), `'static` so that the list is recognised by
     /// its address. The receive pipeline reads them once, before
     /// [`check_request_head`](Self::check_request_head), and answers that
     /// reading again to [`verify_head`](Self::verify_head) instead of
     /// looking the headers up twice. Defaults to none.
     ///
-    /// [`HeaderLookup::get_str_first_of`]: crate::HeaderLookup::get_str_first_of
+    /// [`HeaderLookup::get_first_of`]: crate::HeaderLookup::get_first_of
     fn head_names(&self) -> &'static [&'static [HeaderName]] {
         &[]
     }

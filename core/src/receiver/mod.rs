@@ -186,8 +186,68 @@ impl fmt::Debug for Receiver {
     }
 }
 
+/// A `Content-Length` value as a number: what `u64`'s parser accepts of the
+/// value as text ([`HeaderValue::to_str`](http::HeaderValue::to_str))
+/// trimmed, read from the bytes (the property test
+/// `content_length_reads_what_the_parser_reads` compares them).
+fn content_length(value: &[u8]) -> Option<u64> {
+    if !crate::headers::is_text(value) {
+        return None;
+    }
+    // Text's only whitespace is spaces and tabs; `u64` takes one `+`.
+    let digits = value.trim_ascii();
+    let digits = digits.strip_prefix(b"+").unwrap_or(digits);
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &b| {
+        let digit = b.wrapping_sub(b'0');
+        (digit <= 9).then_some(())?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+#[cfg(test)]
+mod content_length_tests {
+    use super::content_length;
+
+    proptest::proptest! {
+        /// Digits, signs, spaces, tabs and other bytes, in any order: the
+        /// same answer as the text's trimmed `parse::<u64>()`.
+        #[test]
+        fn content_length_reads_what_the_parser_reads(
+            value in proptest::collection::vec(
+                proptest::prop_oneof![
+                    6 => b'0'..=b'9',
+                    1 => proptest::sample::select(vec![b' ', b'\t', b'+', b'-', b'a', 0, 0x7f, 0xc3, 0xa9]),
+                ],
+                0..24,
+            )
+        ) {
+            let expected = crate::headers::header_str(&value).and_then(|t| t.trim().parse::<u64>().ok());
+            proptest::prop_assert_eq!(content_length(&value), expected);
+        }
+    }
+
+    #[test]
+    fn content_length_edges() {
+        for (value, expected) in [
+            (&b"18446744073709551615"[..], Some(u64::MAX)),
+            (b"18446744073709551616", None),
+            (b" +42\t", Some(42)),
+            (b"+", None),
+            (b"++1", None),
+            (b"-0", None),
+            (b"", None),
+            (b"4 2", None),
+        ] {
+            assert_eq!(content_length(value), expected, "{value:?}");
+        }
+    }
+}
+
 /// `Content-Length`, as a group of names for
-/// [`HeaderLookup::get_str_first_of`](crate::HeaderLookup::get_str_first_of)
+/// [`HeaderLookup::get_first_of`](crate::HeaderLookup::get_first_of)
 /// (each group a static of its own: a header name holds `Bytes`).
 static CONTENT_LENGTH_NAME: [http::HeaderName; 1] = [header::CONTENT_LENGTH];
 static CONTENT_LENGTH: [&[http::HeaderName]; 1] = [&CONTENT_LENGTH_NAME];
@@ -245,14 +305,11 @@ impl Receiver {
         // As a `'static` group: a framework's own map (actix's) finds it
         // by hash, with the name converted once.
         let mut found = [None];
-        headers.get_str_first_of(&CONTENT_LENGTH, &mut found);
+        headers.get_first_of(&CONTENT_LENGTH, &mut found);
         let [Some((_, value))] = found else {
             return Ok(());
         };
-        let length: u64 = value
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .ok_or(Rejection::BodyRead)?;
+        let length = content_length(value).ok_or(Rejection::BodyRead)?;
         if length > self.inner.body_limit as u64 {
             return Err(Rejection::PayloadTooLarge {
                 limit: self.inner.body_limit,

@@ -566,22 +566,39 @@ pub(crate) fn prefixed_hex<const N: usize>(
 
 /// Parses integer Unix seconds: ASCII digits only, no sign, no overflow.
 pub(crate) fn parse_timestamp(header: &'static str, value: &str) -> Result<u64, VerifyError> {
+    parse_timestamp_bytes(header, value.as_bytes())
+}
+
+/// [`parse_timestamp`] on a header's bytes (bytes that are not UTF-8 are no
+/// integer).
+pub(crate) fn parse_timestamp_bytes(
+    header: &'static str,
+    value: &[u8],
+) -> Result<u64, VerifyError> {
     // Read on every delivery: ASCII digits between ASCII spaces, at most 19
     // (below 2^64), in one loop. Anything else takes the general path below,
     // which answers the same for these (a property test checks it).
-    let digits = value.trim_ascii().as_bytes();
+    let digits = value.trim_ascii();
     if !digits.is_empty() && digits.len() <= 19 {
         let mut n: u64 = 0;
         for &b in digits {
             let d = b.wrapping_sub(b'0');
             if d > 9 {
-                return parse_timestamp_general(header, value);
+                return parse_timestamp_text(header, value);
             }
             n = n * 10 + u64::from(d);
         }
         return Ok(n);
     }
-    parse_timestamp_general(header, value)
+    parse_timestamp_text(header, value)
+}
+
+/// The general path of [`parse_timestamp_bytes`], on text.
+fn parse_timestamp_text(header: &'static str, value: &[u8]) -> Result<u64, VerifyError> {
+    match std::str::from_utf8(value) {
+        Ok(value) => parse_timestamp_general(header, value),
+        Err(_) => Err(VerifyError::malformed(header, "not integer Unix seconds")),
+    }
 }
 
 /// [`parse_timestamp`] for every input: Unicode spaces trimmed, `std`'s

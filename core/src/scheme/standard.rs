@@ -17,9 +17,9 @@ use zeroize::Zeroizing;
 
 use super::{
     DEFAULT_TOLERANCE, HmacKey, HmacSha256, SecretList, Secrets, check_timestamp, decimal,
-    decode_base64_32, parse_timestamp, signed_headers,
+    decode_base64_32, parse_timestamp_bytes, signed_headers,
 };
-use crate::headers::FirstOf;
+use crate::headers::{FirstOf, is_text};
 use crate::{
     ConfigError, HeaderLookup, Identity, MatchedKey, RequestHead, Verified, Verifier, VerifyError,
 };
@@ -43,7 +43,7 @@ static SIGNATURE_NAMES: [HeaderName; 2] = [
     HeaderName::from_static("svix-signature"),
 ];
 /// The three headers' names, read together
-/// ([`HeaderLookup::get_str_first_of`]: one call, the names `'static` so that an adapter converts them once).
+/// ([`HeaderLookup::get_first_of`]: one call, the names `'static` so that an adapter converts them once).
 static HEAD_NAMES: [&[HeaderName]; 3] = [&ID_NAMES, &TIMESTAMP_NAMES, &SIGNATURE_NAMES];
 /// Signature entries looked at per request; the rest are ignored, so a huge
 /// header cannot make one request cost thousands of verifications.
@@ -187,17 +187,19 @@ fn standard_headers(id: &str, timestamp: u64, signature: &str) -> Result<HeaderM
 }
 
 /// The value of the first of a header's names present (`found`, from
-/// [`HeaderLookup::get_str_first_of`]), as visible ASCII, with its name
-/// (from `shown`, in the same order) for errors.
+/// [`HeaderLookup::get_first_of`]), checked to be visible ASCII, with its
+/// name (from `shown`, in the same order) for errors.
 fn header<'h>(
     found: FirstOf<'h>,
     shown: &[&'static str],
-) -> Result<(&'static str, &'h str), VerifyError> {
+) -> Result<(&'static str, &'h [u8]), VerifyError> {
     let Some((index, value)) = found else {
         return Err(VerifyError::MissingHeader(shown[0]));
     };
     let shown = shown[index];
-    let value = value.map_err(|_| VerifyError::malformed(shown, "not visible ASCII"))?;
+    if !is_text(value) {
+        return Err(VerifyError::malformed(shown, "not visible ASCII"));
+    }
     Ok((shown, value))
 }
 
@@ -278,7 +280,7 @@ impl StandardWebhooks {
     fn check_lookup(&self, headers: &dyn HeaderLookup, now: SystemTime) -> Result<(), VerifyError> {
         let head = self.head(headers, now)?;
         // At least one entry: a byte that is not the separator.
-        if !head.signatures.bytes().any(|b| b != b' ') {
+        if !head.signatures.iter().any(|&b| b != b' ') {
             return Err(VerifyError::malformed(head.sig_name, "no signatures"));
         }
         Ok(())
@@ -314,7 +316,7 @@ impl StandardWebhooks {
         let mut entries = 0;
         // Space-separated `{version},{signature}` entries; an entry without a
         // comma or of another version is skipped (but counts).
-        for entry in (signatures.as_bytes().split(|&b| b == b' ')).filter(|e| !e.is_empty()) {
+        for entry in (signatures.split(|&b| b == b' ')).filter(|e| !e.is_empty()) {
             if entries == MAX_ENTRIES {
                 break;
             }
@@ -397,7 +399,8 @@ struct Head<'h> {
     /// The signed timestamp as sent (trimmed).
     ts_text: &'h [u8],
     sig_name: &'static str,
-    signatures: &'h str,
+    /// The signature header's value (visible ASCII).
+    signatures: &'h [u8],
 }
 
 impl StandardWebhooks {
@@ -409,23 +412,27 @@ impl StandardWebhooks {
         now: SystemTime,
     ) -> Result<Head<'h>, VerifyError> {
         let mut found = [None; 3];
-        headers.get_str_first_of(&HEAD_NAMES, &mut found);
+        headers.get_first_of(&HEAD_NAMES, &mut found);
         let [id, ts, sig] = found;
-        let (_, id) = header(id, ID)?;
+        let (id_name, id) = header(id, ID)?;
         let (ts_name, ts_raw) = header(ts, TIMESTAMP)?;
         let (sig_name, signatures) = header(sig, SIGNATURE)?;
+        // The id is kept as text; the timestamp and signatures are read as
+        // the bytes they are (checked visible ASCII above).
+        let id = std::str::from_utf8(id)
+            .map_err(|_| VerifyError::malformed(id_name, "not visible ASCII"))?;
         if id.is_empty() {
             return Err(VerifyError::malformed(ID[0], "empty"));
         }
         // The signed timestamp is the header's own text (trimmed), exactly as
         // sent (a header value is visible ASCII: ASCII trimming is all).
         let ts_trimmed = ts_raw.trim_ascii();
-        let timestamp = parse_timestamp(ts_name, ts_trimmed)?;
+        let timestamp = parse_timestamp_bytes(ts_name, ts_trimmed)?;
         check_timestamp(timestamp, now, self.tolerance)?;
         Ok(Head {
             id,
             timestamp,
-            ts_text: ts_trimmed.as_bytes(),
+            ts_text: ts_trimmed,
             sig_name,
             signatures,
         })
