@@ -301,8 +301,7 @@ impl StandardWebhooks {
             signatures,
         } = self.head(headers, now)?;
 
-        let mut v1: [[u8; 32]; MAX_ENTRIES] = [[0; 32]; MAX_ENTRIES];
-        let mut n_v1 = 0;
+        let mut v1 = Tags::default();
         // Distinct well-formed v1a signatures, as many as can meet at least
         // one key within the check budget.
         #[cfg(feature = "ed25519")]
@@ -329,8 +328,7 @@ impl StandardWebhooks {
                 b"v1" if !self.secrets.is_empty() => {
                     // A signature that does not decode to exactly 32 bytes can never match.
                     if let Some(tag) = decode_base64_32(sig) {
-                        v1[n_v1] = tag;
-                        n_v1 += 1;
+                        v1.push(tag);
                     }
                 }
                 #[cfg(feature = "ed25519")]
@@ -351,7 +349,7 @@ impl StandardWebhooks {
                 _ => {}
             }
         }
-        if n_v1 == 0 && v1a.is_empty() {
+        if v1.is_empty() && v1a.is_empty() {
             if entries == 0 {
                 return Err(VerifyError::malformed(sig_name, "no signatures"));
             }
@@ -367,9 +365,9 @@ impl StandardWebhooks {
             scope: None,
             identity: Identity::SignedId,
         };
-        if n_v1 > 0
+        if !v1.is_empty()
             && let Some(index) =
-                (self.secrets).first_match_any(&v1[..n_v1], |mac| feed(mac, id, ts_text, body))
+                (self.secrets).first_match_any(v1.as_slice(), |mac| feed(mac, id, ts_text, body))
         {
             return Ok(verified(MatchedKey::Secret(index)));
         }
@@ -389,6 +387,43 @@ impl StandardWebhooks {
             }
         }
         Err(VerifyError::NoMatchingSignature)
+    }
+}
+
+/// The `v1` signatures of a request, decoded: the first few kept inline (a
+/// sender lists one, two while rotating its secret), more in a `Vec` (at
+/// most [`MAX_ENTRIES`]); an array of them all would be a kilobyte to zero
+/// on every request.
+#[derive(Default)]
+struct Tags {
+    inline: [[u8; 32]; 4],
+    len: usize,
+    more: Vec<[u8; 32]>,
+}
+
+impl Tags {
+    fn push(&mut self, tag: [u8; 32]) {
+        if self.len < self.inline.len() {
+            self.inline[self.len] = tag;
+        } else {
+            if self.more.is_empty() {
+                self.more.extend_from_slice(&self.inline);
+            }
+            self.more.push(tag);
+        }
+        self.len += 1;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn as_slice(&self) -> &[[u8; 32]] {
+        if self.more.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.more
+        }
     }
 }
 
