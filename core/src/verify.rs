@@ -297,13 +297,16 @@ pub trait Verifier: Send + Sync {
 
     /// Checks, before the body is read, what the headers alone can tell:
     /// the scheme's signature header present and well-formed, its signed
-    /// timestamp inside the tolerance. The receive pipeline calls it once
-    /// the head has arrived, so a request that must fail is answered at
-    /// once instead of after its body (which an attacker can trickle for
-    /// the whole body timeout). The default checks nothing.
+    /// timestamp inside the tolerance. The receive pipeline calls it when
+    /// the body did not come with the head, before waiting for it, so a
+    /// request that must fail is answered at once instead of after its body
+    /// (which an attacker can trickle for the whole body timeout); a body
+    /// that came with the head goes straight to [`verify`](Self::verify).
+    /// The default checks nothing.
     ///
     /// An implementation refuses only what [`verify`](Self::verify) would
-    /// refuse, with the error `verify` would give for any body.
+    /// refuse, with the error `verify` would give for any body: the
+    /// pipeline relies on it when it skips this check.
     ///
     /// # Errors
     ///

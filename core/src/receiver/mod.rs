@@ -376,11 +376,13 @@ impl Receiver {
     ///
     /// One future, polled by one `await`: the pipeline's state holds the
     /// read once.
+    ///
+    /// Answers the body, and whether the head was checked.
     pub(crate) fn read_checked<'a, F>(
         &'a self,
         mut read: Pin<&'a mut F>,
         head: RequestHead<'a>,
-    ) -> impl Future<Output = Result<Bytes, Rejection>> + 'a
+    ) -> impl Future<Output = Result<(Bytes, bool), Rejection>> + 'a
     where
         F: Future<Output = Result<Bytes, Rejection>>,
     {
@@ -390,7 +392,7 @@ impl Receiver {
             let read = read.as_mut().poll(cx);
             if std::mem::take(&mut first) {
                 match read {
-                    Poll::Ready(Ok(body)) => return Poll::Ready(Ok(body)),
+                    Poll::Ready(Ok(body)) => return Poll::Ready(Ok((body, false))),
                     Poll::Ready(Err(rejection)) => {
                         return Poll::Ready(self.check_signature_head(head).and(Err(rejection)));
                     }
@@ -401,7 +403,7 @@ impl Receiver {
                     }
                 }
             } else if let Poll::Ready(done) = read {
-                return Poll::Ready(done);
+                return Poll::Ready(done.map(|body| (body, true)));
             }
             // Armed once the read must wait, boxed: the timer would
             // otherwise take room in every request's state.

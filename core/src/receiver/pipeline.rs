@@ -58,14 +58,17 @@ impl Receiver {
     }
 
     /// The whole pipeline from the request head on, as the adapters call it:
-    /// [`check_head`](Self::check_head), the scheme's checks of the head
-    /// ([`RequestVerifier::check_head`]), then the body read that
+    /// [`check_head`](Self::check_head), then the body read that
     /// `read_body` starts (the adapter's read, stopping at
     /// [`body_limit`](Self::body_limit)) under the
     /// [body timeout](Self::body_timeout), then [`process`](Self::process).
-    /// Every step runs in the `webhook` span.
+    /// When the body must be waited for, the scheme's checks of the head
+    /// ([`RequestVerifier::check_head`]) run first, so a request that must
+    /// fail is answered without waiting; a body that came with the head goes
+    /// straight to verification, which refuses the same. Every step runs in
+    /// the `webhook` span.
     ///
-    /// `read_body` is called once the head passed its checks; the read it
+    /// `read_body` is called once the content length passed; the read it
     /// returns is kept only while it runs (a read future handed in
     /// already made would take room in the request's state until its end).
     ///
@@ -132,14 +135,38 @@ impl Receiver {
                         ..head
                     };
                     // Pinned where it is made; the head checked with it.
-                    let body = {
+                    let (body, head_checked) = {
                         let read = std::pin::pin!(read_body());
                         self.read_checked(read, head).await?
                     };
-                    self.inner
-                        .signals
-                        .body_read(self.inner.verifier.scheme(), body.len());
-                    match self.admit_ready(head, body) {
+                    let scheme = self.inner.verifier.scheme();
+                    let len = body.len();
+                    if head_checked {
+                        self.inner.signals.body_read(scheme, len);
+                    }
+                    let step = self.admit_ready(head, body);
+                    if !head_checked {
+                        // The head's check was left to the verification: a
+                        // refusal it would have made counts no body read, as
+                        // when the head is refused before its body.
+                        let head_refused = match &step {
+                            Ok(Step::Done(Err(Rejection::Verify(_)))) => {
+                                let now = (self.inner.clock)();
+                                self.inner.verifier.check_head(head, now).is_err()
+                            }
+                            // A verifier that must be awaited: the head is
+                            // checked first, as before any wait.
+                            Err(_) => {
+                                self.check_signature_head(head)?;
+                                false
+                            }
+                            _ => false,
+                        };
+                        if !head_refused {
+                            self.inner.signals.body_read(scheme, len);
+                        }
+                    }
+                    match step {
                         Ok(Step::Done(admitted)) => break 'admitted admitted?,
                         Ok(Step::Wait(admitting)) => Ok(admitting),
                         Err(body) => Err(body),
@@ -323,17 +350,18 @@ mod tests {
         assert_eq!(std::mem::size_of_val(&work), size, "the read's size counts");
     }
 
-    /// Counts the head checks; refuses every signature.
+    /// Counts the head checks; accepts every delivery (its body is its id).
     struct CountingChecks(std::sync::atomic::AtomicUsize);
 
     impl crate::Verifier for CountingChecks {
         fn verify(
             &self,
             _: &http::HeaderMap,
-            _: &[u8],
+            body: &[u8],
             _: std::time::SystemTime,
         ) -> Result<crate::Verified, crate::VerifyError> {
-            Err(crate::VerifyError::NoMatchingSignature)
+            let id = String::from_utf8_lossy(body).into_owned();
+            Ok(crate::Verified::new("counting", crate::MatchedKey::Secret(0)).with_id(id))
         }
 
         fn check_headers(
@@ -347,8 +375,8 @@ mod tests {
     }
 
     /// The head is checked before the body only when the body must be
-    /// waited for; a body that came with the head goes to the
-    /// verification, which refuses the same.
+    /// waited for (or its read failed); a body that came with the head goes
+    /// to the verification, which refuses what the check would.
     #[tokio::test]
     async fn the_head_is_checked_first_only_when_the_body_must_be_waited_for() {
         let verifier = std::sync::Arc::new(CountingChecks(0.into()));
@@ -356,22 +384,16 @@ mod tests {
         let checks = || verifier.0.load(std::sync::atomic::Ordering::Relaxed);
         let parts = || http::Request::new(()).into_parts().0;
         let handler = |_parts, _delivery| async { 204_u16 };
-        let here = || async { Ok(Bytes::from_static(b"{}")) };
+        let here = || async { Ok(Bytes::from_static(b"here")) };
         let answer = receiver.receive(parts(), here, handler, |s| *s).await;
-        assert_eq!(
-            answer,
-            Err(Rejection::Verify(crate::VerifyError::NoMatchingSignature))
-        );
+        assert_eq!(answer, Ok(204));
         assert_eq!(checks(), 0);
         let later = || async {
             tokio::task::yield_now().await;
-            Ok(Bytes::from_static(b"{}"))
+            Ok(Bytes::from_static(b"later"))
         };
         let answer = receiver.receive(parts(), later, handler, |s| *s).await;
-        assert_eq!(
-            answer,
-            Err(Rejection::Verify(crate::VerifyError::NoMatchingSignature))
-        );
+        assert_eq!(answer, Ok(204));
         assert_eq!(checks(), 1);
         // A read that fails at once still answers the head's error first.
         let failed = || async { Err(Rejection::BodyRead) };
