@@ -286,3 +286,52 @@ fn no_secret_body_or_signature_at_any_level() {
         );
     }
 }
+
+/// With the `webhook` span filtered out, the caller's span is the current
+/// one while the pipeline runs: it must not get the delivery's `id`,
+/// `key`, `status` or `outcome` (the pipeline recorded them into
+/// `Span::current()`).
+#[test]
+fn a_callers_span_gets_no_field_of_the_pipeline() {
+    let out = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(out.clone())
+        .with_env_filter("tracing_capture=trace,webhooks_core=off")
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let receiver = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
+                    .namespace("capture-callers-span")
+                    .build();
+                let request = tracing::info_span!(
+                    "request",
+                    id = tracing::field::Empty,
+                    key = tracing::field::Empty,
+                    status = tracing::field::Empty,
+                    outcome = tracing::field::Empty,
+                );
+                let body = b"{}";
+                let parts = signed("msg_callers_span", now(), body);
+                let _entered = request.enter();
+                let answer = receive(&receiver, parts, body, 204).await;
+                assert_eq!(answer, Ok(204));
+                tracing::info!("answered");
+            });
+    });
+    let text = out.text();
+    let line = (text.lines())
+        .find(|l| l.contains("answered"))
+        .unwrap_or_else(|| panic!("no line in:\n{text}"));
+    assert!(line.contains("request"), "{line}");
+    for field in ["msg_callers_span", "secret#0", "processed", "status="] {
+        assert!(
+            !line.contains(field),
+            "{field} in the caller's span: {line}"
+        );
+    }
+}
