@@ -207,45 +207,6 @@ fn content_length(value: &[u8]) -> Option<u64> {
     })
 }
 
-#[cfg(test)]
-mod content_length_tests {
-    use super::content_length;
-
-    proptest::proptest! {
-        /// Digits, signs, spaces, tabs and other bytes, in any order: the
-        /// same answer as the text's trimmed `parse::<u64>()`.
-        #[test]
-        fn content_length_reads_what_the_parser_reads(
-            value in proptest::collection::vec(
-                proptest::prop_oneof![
-                    6 => b'0'..=b'9',
-                    1 => proptest::sample::select(vec![b' ', b'\t', b'+', b'-', b'a', 0, 0x7f, 0xc3, 0xa9]),
-                ],
-                0..24,
-            )
-        ) {
-            let expected = crate::headers::header_str(&value).and_then(|t| t.trim().parse::<u64>().ok());
-            proptest::prop_assert_eq!(content_length(&value), expected);
-        }
-    }
-
-    #[test]
-    fn content_length_edges() {
-        for (value, expected) in [
-            (&b"18446744073709551615"[..], Some(u64::MAX)),
-            (b"18446744073709551616", None),
-            (b" +42\t", Some(42)),
-            (b"+", None),
-            (b"++1", None),
-            (b"-0", None),
-            (b"", None),
-            (b"4 2", None),
-        ] {
-            assert_eq!(content_length(value), expected, "{value:?}");
-        }
-    }
-}
-
 /// `Content-Length`, as a group of names for
 /// [`HeaderLookup::get_first_of`](crate::HeaderLookup::get_first_of)
 /// (each group a static of its own: a header name holds `Bytes`).
@@ -453,5 +414,44 @@ impl Receiver {
                 Rejection::Stored { .. } | Rejection::Handshake(_)
             );
         (!shaped).then(|| rejection.response_parts())
+    }
+}
+
+#[cfg(test)]
+mod content_length_tests {
+    use super::content_length;
+
+    proptest::proptest! {
+        /// Digits, signs, spaces, tabs and other bytes, in any order: the
+        /// same answer as the text's trimmed `parse::<u64>()`.
+        #[test]
+        fn content_length_reads_what_the_parser_reads(
+            value in proptest::collection::vec(
+                proptest::prop_oneof![
+                    6 => b'0'..=b'9',
+                    1 => proptest::sample::select(vec![b' ', b'\t', b'+', b'-', b'a', 0, 0x7f, 0xc3, 0xa9]),
+                ],
+                0..24,
+            )
+        ) {
+            let expected = crate::headers::header_str(&value).and_then(|t| t.trim().parse::<u64>().ok());
+            proptest::prop_assert_eq!(content_length(&value), expected);
+        }
+    }
+
+    #[test]
+    fn content_length_edges() {
+        for (value, expected) in [
+            (&b"18446744073709551615"[..], Some(u64::MAX)),
+            (b"18446744073709551616", None),
+            (b" +42\t", Some(42)),
+            (b"+", None),
+            (b"++1", None),
+            (b"-0", None),
+            (b"", None),
+            (b"4 2", None),
+        ] {
+            assert_eq!(content_length(value), expected, "{value:?}");
+        }
     }
 }
