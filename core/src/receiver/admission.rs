@@ -31,19 +31,18 @@ impl Receiver {
     ///
     /// Every [`Rejection`] the table above lists before the handler.
     pub async fn admit(&self, head: RequestHead<'_>, body: Bytes) -> Result<Admission, Rejection> {
+        // A verifier that needs no I/O answers at once, without a boxed
+        // future; what follows verification is synchronous unless the store
+        // (or the inbox) must be awaited: then its state is boxed, so that
+        // this future (carried in every request's) stays small.
+        let body = match self.admit_ready(head, body) {
+            Ok(Step::Done(admitted)) => return admitted,
+            Ok(Step::Wait(admitting)) => return admitting.await,
+            Err(body) => body,
+        };
         let now = (self.inner.clock)();
         let verify_started = Instant::now();
-        // A verifier that needs no I/O answers at once, without a boxed future.
-        // (`if let`, and `match` inside a `let`: neither the verifier's
-        // answer nor the step is kept across an await.)
-        let result = if let Some(result) = self.inner.verifier.verify_ready(head, &body, now) {
-            result
-        } else {
-            self.inner.verifier.verify_request(head, &body, now).await
-        };
-        // What follows verification is synchronous unless the store (or the
-        // inbox) must be awaited: then its state is boxed, so that this
-        // future (carried in every request's) stays small.
+        let result = self.inner.verifier.verify_request(head, &body, now).await;
         let admitting = match self.after_verify(result, verify_started, head.headers, body) {
             Step::Done(admitted) => return admitted,
             Step::Wait(admitting) => admitting,

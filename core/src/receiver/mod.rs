@@ -302,51 +302,37 @@ impl Receiver {
     where
         F: Future<Output = Result<Bytes, Rejection>>,
     {
-        self.read_pinned(std::pin::pin!(read)).await
+        let read = std::pin::pin!(read);
+        let (body, _) = self.read_checked(read, None).await?;
+        Ok(body)
     }
 
-    /// [`read_body`](Self::read_body) on a read pinned by the caller.
-    async fn read_pinned<F>(&self, mut read: Pin<&mut F>) -> Result<Bytes, Rejection>
-    where
-        F: Future<Output = Result<Bytes, Rejection>>,
-    {
-        // A body that is already here (most are: it came with the head)
-        // needs no timer; the deadline is armed only if the read must wait.
-        if let Poll::Ready(done) =
-            std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await
-        {
-            return done;
-        }
-        // Boxed: the timer would otherwise take room in every request's
-        // pipeline state, for the few bodies that must be waited for.
-        Box::pin(tokio::time::timeout(self.inner.body_timeout, read))
-            .await
-            .unwrap_or(Err(Rejection::BodyTimeout))
-    }
-
-    /// The body's read with the scheme's checks of the head
-    /// ([`check_signature_head`](Self::check_signature_head)) where they
-    /// help: a body that came with the head (most do) is verified with it,
-    /// and the verification refuses what the head's check would, with the
-    /// same error ([`RequestVerifier::check_head`]'s contract), so the head
-    /// is checked once. Otherwise the head is checked first: a request that
-    /// must fail is answered without waiting for its body (which an attacker
-    /// can trickle for the whole body timeout), and a head's error comes
-    /// before the body's. A body that must be waited for is read under the
-    /// body timeout.
+    /// `read` under the body timeout, with the scheme's checks of `head`
+    /// ([`check_signature_head`](Self::check_signature_head)), when given,
+    /// where they help: a body that came with the head (most do) is
+    /// verified with it, and the verification refuses what the head's
+    /// check would, with the same error ([`RequestVerifier::check_head`]'s
+    /// contract), so the head is checked once. Otherwise the head is checked
+    /// first: a request that must fail is answered without waiting for its
+    /// body (which an attacker can trickle for the whole body timeout), and
+    /// a head's error comes before the body's. A body already here needs no
+    /// timer: the deadline is armed (and boxed, or it would take room in
+    /// every request's state) only when the read must wait.
     ///
     /// One future, polled by one `await`: the pipeline's state holds the
     /// read once.
     ///
-    /// Answers the body, and whether the head was checked.
+    /// Answers the body, and whether it was waited for (then `head`, if
+    /// given, was checked).
     pub(crate) fn read_checked<'a, F>(
         &'a self,
         mut read: Pin<&'a mut F>,
-        head: RequestHead<'a>,
+        head: Option<RequestHead<'a>>,
     ) -> impl Future<Output = Result<(Bytes, bool), Rejection>> + 'a
     where
         F: Future<Output = Result<Bytes, Rejection>>,
     {
+        let check = move || head.map_or(Ok(()), |head| self.check_signature_head(head));
         let mut first = true;
         let mut deadline: Option<Pin<Box<tokio::time::Sleep>>> = None;
         std::future::poll_fn(move |cx| {
@@ -355,10 +341,10 @@ impl Receiver {
                 match read {
                     Poll::Ready(Ok(body)) => return Poll::Ready(Ok((body, false))),
                     Poll::Ready(Err(rejection)) => {
-                        return Poll::Ready(self.check_signature_head(head).and(Err(rejection)));
+                        return Poll::Ready(check().and(Err(rejection)));
                     }
                     Poll::Pending => {
-                        if let Err(rejection) = self.check_signature_head(head) {
+                        if let Err(rejection) = check() {
                             return Poll::Ready(Err(rejection));
                         }
                     }
@@ -366,8 +352,6 @@ impl Receiver {
             } else if let Poll::Ready(done) = read {
                 return Poll::Ready(done.map(|body| (body, true)));
             }
-            // Armed once the read must wait, boxed: the timer would
-            // otherwise take room in every request's state.
             let deadline = deadline
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep(self.inner.body_timeout)));
             match deadline.as_mut().poll(cx) {

@@ -135,37 +135,13 @@ impl Receiver {
                         ..head
                     };
                     // Pinned where it is made; the head checked with it.
-                    let (body, head_checked) = {
+                    let (body, waited) = {
                         let read = std::pin::pin!(read_body());
-                        self.read_checked(read, head).await?
+                        self.read_checked(read, Some(head)).await?
                     };
-                    let scheme = self.inner.verifier.scheme();
                     let len = body.len();
-                    if head_checked {
-                        self.inner.signals.body_read(scheme, len);
-                    }
                     let step = self.admit_ready(head, body);
-                    if !head_checked {
-                        // The head's check was left to the verification: a
-                        // refusal it would have made counts no body read, as
-                        // when the head is refused before its body.
-                        let head_refused = match &step {
-                            Ok(Step::Done(Err(Rejection::Verify(_)))) => {
-                                let now = (self.inner.clock)();
-                                self.inner.verifier.check_head(head, now).is_err()
-                            }
-                            // A verifier that must be awaited: the head is
-                            // checked first, as before any wait.
-                            Err(_) => {
-                                self.check_signature_head(head)?;
-                                false
-                            }
-                            _ => false,
-                        };
-                        if !head_refused {
-                            self.inner.signals.body_read(scheme, len);
-                        }
-                    }
+                    self.count_body_read(head, &step, waited, len)?;
                     match step {
                         Ok(Step::Done(admitted)) => break 'admitted admitted?,
                         Ok(Step::Wait(admitting)) => Ok(admitting),
@@ -184,6 +160,39 @@ impl Receiver {
                 .run(|delivery| handler(request, delivery), status_of)
                 .await
         }
+    }
+
+    /// Counts the body read (`len` bytes) that `step` (from
+    /// [`admit_ready`](Self::admit_ready)) went on with. When the body was
+    /// not `waited` for, [`read_checked`](Self::read_checked) left the
+    /// head's check to the verification: a refusal the check would have made
+    /// counts no body read, as when a head is refused before its body; and a
+    /// verifier that must be awaited gets the check first, as before any
+    /// wait.
+    #[inline]
+    fn count_body_read(
+        &self,
+        head: RequestHead<'_>,
+        step: &Result<Step<'_>, Bytes>,
+        waited: bool,
+        len: usize,
+    ) -> Result<(), Rejection> {
+        let head_refused = match step {
+            _ if waited => false,
+            Ok(Step::Done(Err(Rejection::Verify(_)))) => {
+                let now = (self.inner.clock)();
+                self.inner.verifier.check_head(head, now).is_err()
+            }
+            Err(_) => {
+                self.check_signature_head(head)?;
+                false
+            }
+            Ok(_) => false,
+        };
+        if !head_refused {
+            (self.inner.signals).body_read(self.inner.verifier.scheme(), len);
+        }
+        Ok(())
     }
 
     /// Runs `work` in a `webhook` span and logs its outcome.
