@@ -109,9 +109,16 @@ pub fn console(path: &str, console: Console) -> Scope {
             let relative = req.path().strip_prefix(&mount).unwrap_or(req.path());
             let query = (!req.query_string().is_empty()).then(|| req.query_string());
             let host = req.uri().authority().map(|a| a.as_str().to_owned());
+            // The server's TLS, else the URI's scheme (proxies' headers are read in core).
+            let scheme = if req.app_config().secure() {
+                Some("https")
+            } else {
+                req.uri().scheme_str()
+            };
             let request = ConsoleRequest::new(&method, relative, query, &headers, &body)
                 .base(&mount)
-                .host(host.as_deref());
+                .host(host.as_deref())
+                .scheme(scheme);
             let answer = console.console.handle(access, request).await;
             let status = StatusCode::from_u16(answer.status.as_u16())
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

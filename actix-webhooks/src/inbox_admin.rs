@@ -14,8 +14,11 @@ type Authorize = dyn Fn(&HttpRequest) -> Access + Send + Sync;
 /// purge, pause and resume processing — see [`core::inbox::admin`](crate::core::inbox::admin)),
 /// configured here and mounted with [`scope`](Self::scope) (or
 /// [`inbox_admin`] for the defaults). Who may read and act is your
-/// [`authorize`](Self::authorize) hook's decision (the console's); without
-/// one, mount it **behind your own authentication**.
+/// [`authorize`](Self::authorize) hook's decision (the console's):
+/// read-only users may only `GET` and see no bodies. Without a hook every
+/// request is denied, unless [`allow_unauthenticated`](Self::allow_unauthenticated)
+/// says it is behind your own authentication. Credential headers are
+/// redacted; every answer carries `Cache-Control: no-store`.
 ///
 /// ```no_run
 /// # fn run(inbox: std::sync::Arc<dyn actix_webhooks::core::inbox::Inbox>) {
@@ -52,7 +55,9 @@ impl std::fmt::Debug for InboxAdmin {
 
 impl InboxAdmin {
     /// The admin API of `inbox`, with core's defaults and no `authorize`
-    /// hook (every request served: mount it behind your authentication).
+    /// hook: every request is denied (`403`) until you give it one
+    /// ([`authorize`](Self::authorize)), or say it is behind your own
+    /// authentication ([`allow_unauthenticated`](Self::allow_unauthenticated)).
     #[must_use]
     pub fn new(inbox: Arc<dyn Inbox>) -> Self {
         Self::from_core(inbox, AdminConfig::default())
@@ -78,15 +83,43 @@ impl InboxAdmin {
     }
 
     /// Accepts state-changing requests whose `Origin` is exactly `origin`,
-    /// besides the request's own host; see [`AdminConfig::allow_origin`].
+    /// besides the request's own origin; see [`AdminConfig::allow_origin`].
     #[must_use]
     pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
         self.config = self.config.allow_origin(origin);
         self
     }
 
+    /// Serves requests without an [`authorize`](Self::authorize) hook as an
+    /// admin's: **only** when the API is reachable through your own
+    /// authentication alone (a middleware in front of it, a port bound to
+    /// localhost for local use); see [`AdminConfig::allow_unauthenticated`].
+    #[must_use]
+    pub fn allow_unauthenticated(mut self) -> Self {
+        self.config = self.config.allow_unauthenticated();
+        self
+    }
+
+    /// Shows bodies to read-only users too (default: admins only); see
+    /// [`AdminConfig::bodies_for_read_only`].
+    #[must_use]
+    pub fn bodies_for_read_only(mut self, yes: bool) -> Self {
+        self.config = self.config.bodies_for_read_only(yes);
+        self
+    }
+
+    /// Shows these headers redacted too, besides those named as
+    /// credentials (your verifier's `credential_headers`); see
+    /// [`AdminConfig::redact_headers`].
+    #[must_use]
+    pub fn redact_headers(mut self, names: impl IntoIterator<Item = http::HeaderName>) -> Self {
+        self.config = self.config.redact_headers(names);
+        self
+    }
+
     /// Decides, for each request, whether it is an admin's (may do
-    /// everything), a read-only user's (`GET`s only) or denied (`403`).
+    /// everything), a read-only user's (`GET`s only, no bodies) or denied
+    /// (`403`).
     #[must_use]
     pub fn authorize(
         mut self,
@@ -119,36 +152,48 @@ impl InboxAdmin {
                 let relative = req.path().strip_prefix(&mount).unwrap_or(req.path());
                 let query = (!req.query_string().is_empty()).then(|| req.query_string());
                 let host = req.uri().authority().map(|a| a.as_str().to_owned());
-                let request =
-                    AdminRequest::new(&method, relative, query, &headers).host(host.as_deref());
+                // The server's TLS, else the URI's scheme (proxies' headers are read in core).
+                let scheme = if req.app_config().secure() {
+                    Some("https")
+                } else {
+                    req.uri().scheme_str()
+                };
+                let request = AdminRequest::new(&method, relative, query, &headers)
+                    .host(host.as_deref())
+                    .scheme(scheme);
                 let answer = admin::handle(&*this.inbox, &this.config, access, request).await;
                 let status = StatusCode::from_u16(answer.status.as_u16())
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
                 let mut response = HttpResponse::build(status);
+                for (name, value) in &answer.headers {
+                    response.insert_header((name.as_str(), value.as_bytes()));
+                }
                 if answer.body.is_null() {
                     response.finish()
                 } else {
-                    response
-                        .content_type("application/json")
-                        .body(answer.body_bytes())
+                    response.body(answer.body_bytes())
                 }
             }
         }))
     }
 }
 
-/// The admin API of `inbox` with the defaults (no `authorize` hook) as a
-/// scope at `path`. Mount it **behind your own authentication**, or
-/// configure an [`InboxAdmin`]:
+/// The admin API of `inbox` with the defaults as a scope at `path`: with
+/// no `authorize` hook, **every request is denied** (`403`). Configure an
+/// [`InboxAdmin`] instead:
 ///
 /// ```no_run
 /// # fn run(inbox: std::sync::Arc<dyn actix_webhooks::core::inbox::Inbox>) {
 /// use actix_web::App;
+/// use actix_webhooks::InboxAdmin;
 ///
-/// let app = App::new().service(actix_webhooks::inbox_admin("/admin/inbox", inbox));
-///     // .wrap(your_auth_middleware) on the scope
+/// // Behind your own authentication middleware only:
+/// let app = App::new().service(InboxAdmin::new(inbox).allow_unauthenticated().scope("/admin/inbox"));
 /// # let _ = app; }
 /// ```
+#[deprecated(
+    note = "without an authorize hook every request is denied: use InboxAdmin::new(inbox).authorize(..) (or .allow_unauthenticated() behind your own authentication) and .scope(path)"
+)]
 pub fn inbox_admin(path: &str, inbox: Arc<dyn Inbox>) -> Scope {
     InboxAdmin::new(inbox).scope(path)
 }

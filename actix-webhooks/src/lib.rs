@@ -66,7 +66,13 @@ pub use console::{Console, console};
 pub use error::{ExtractRejection, WebhookRejection};
 pub use extract::{RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
 #[cfg(feature = "inbox-admin")]
-pub use inbox_admin::{InboxAdmin, inbox_admin};
+pub use inbox_admin::InboxAdmin;
+#[cfg(feature = "inbox-admin")]
+#[allow(
+    deprecated,
+    reason = "re-exported for the applications that still call it"
+)]
+pub use inbox_admin::inbox_admin;
 pub use inbox_route::inbox_route;
 pub use middleware::{Webhooks, WebhooksMiddleware};
 pub use webhooks_core::event::Event;

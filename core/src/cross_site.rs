@@ -25,10 +25,19 @@ pub(crate) enum Client {
 
 /// Refuses a request a browser marks as coming from another site: a
 /// `Sec-Fetch-Site` other than `same-origin` (or `none`, for
-/// [`Client::Api`]), or an `Origin` whose `host[:port]` is neither `host`
-/// nor one of `allowed` (exact origins, `https://ops.example.com`).
+/// [`Client::Api`]), or an `Origin` that is neither the request's own nor
+/// one of `allowed` (exact origins, `https://ops.example.com`).
+///
+/// The request's own origin is its scheme, `host` and port. The scheme is
+/// the first `proto` of `Forwarded`, else the first `X-Forwarded-Proto`
+/// (set by a proxy that ends TLS; a page cannot add either to a request it
+/// sends without a CORS preflight), else `scheme` (the adapter's: the URI's
+/// scheme, or the server's TLS); a default port (`:443`, `:80`) is the same
+/// as none. When nothing tells the scheme (HTTP/1 without a proxy header),
+/// only `host[:port]` is compared.
 pub(crate) fn check_origin(
     headers: &HeaderMap,
+    scheme: Option<&str>,
     host: Option<&str>,
     allowed: &[String],
     client: Client,
@@ -46,15 +55,65 @@ pub(crate) fn check_origin(
             if allowed.iter().any(|a| a.eq_ignore_ascii_case(origin)) {
                 return Ok(());
             }
-            let origin_host = origin.split_once("://").map(|(_, rest)| rest);
-            match (origin_host, host) {
-                (Some(origin_host), Some(host)) if origin_host.eq_ignore_ascii_case(host) => Ok(()),
+            let scheme = forwarded_proto(headers).or(scheme);
+            match (origin.split_once("://"), host) {
+                (Some((origin_scheme, origin_host)), Some(host))
+                    if same_origin(origin_scheme, origin_host, scheme, host) =>
+                {
+                    Ok(())
+                }
                 _ => Err("cross-origin request refused (Origin)"),
             }
         }
         None if site.is_some() || client == Client::Api => Ok(()),
         None => Err("request without Origin refused"),
     }
+}
+
+/// Whether `origin_scheme://origin_host` is the request's origin: with a
+/// known `scheme`, the same scheme and the same host and port (a default
+/// port written or not); without, the same `host[:port]` as written.
+fn same_origin(origin_scheme: &str, origin_host: &str, scheme: Option<&str>, host: &str) -> bool {
+    let Some(scheme) = scheme else {
+        return origin_host.eq_ignore_ascii_case(host);
+    };
+    if !origin_scheme.eq_ignore_ascii_case(scheme) {
+        return false;
+    }
+    let default_port = if scheme.eq_ignore_ascii_case("https") {
+        ":443"
+    } else if scheme.eq_ignore_ascii_case("http") {
+        ":80"
+    } else {
+        ""
+    };
+    let bare = |h: &'_ str| -> String {
+        let h = h.to_ascii_lowercase();
+        match h.strip_suffix(default_port) {
+            Some(stripped) if !default_port.is_empty() => stripped.to_owned(),
+            _ => h,
+        }
+    };
+    bare(origin_host) == bare(host)
+}
+
+/// The scheme a proxy says the client used: the first hop's `proto` in
+/// `Forwarded` (RFC 7239), else the first `X-Forwarded-Proto`.
+fn forwarded_proto(headers: &HeaderMap) -> Option<&str> {
+    if let Some(forwarded) = headers.get(http::header::FORWARDED) {
+        let first_hop = forwarded.to_str().ok()?.split(',').next()?;
+        let proto = first_hop.split(';').find_map(|pair| {
+            let (name, value) = pair.split_once('=')?;
+            name.trim()
+                .eq_ignore_ascii_case("proto")
+                .then(|| value.trim().trim_matches('"'))
+        });
+        if let Some(proto) = proto.filter(|p| !p.is_empty()) {
+            return Some(proto);
+        }
+    }
+    let proto = headers.get("x-forwarded-proto")?.to_str().ok()?;
+    Some(proto.split(',').next()?.trim()).filter(|p| !p.is_empty())
 }
 
 #[cfg(test)]
@@ -74,7 +133,7 @@ mod tests {
     #[test]
     fn browser_forms() {
         let check = |pairs: &[(&'static str, &'static str)], allowed: &[String]| {
-            check_origin(&headers(pairs), HOST, allowed, Client::Browser)
+            check_origin(&headers(pairs), None, HOST, allowed, Client::Browser)
         };
         assert!(check(&[("origin", "http://ops.example:8080")], &[]).is_ok());
         assert!(check(&[("origin", "http://evil.example")], &[]).is_err());
@@ -100,7 +159,7 @@ mod tests {
     #[test]
     fn api_clients() {
         let check = |pairs: &[(&'static str, &'static str)]| {
-            check_origin(&headers(pairs), HOST, &[], Client::Api)
+            check_origin(&headers(pairs), None, HOST, &[], Client::Api)
         };
         // curl, a script: no browser header at all.
         assert!(check(&[]).is_ok());
@@ -115,11 +174,89 @@ mod tests {
             check_origin(
                 &headers(&[("origin", "http://ops.example:8080")]),
                 None,
+                None,
                 &[],
                 Client::Api
             )
             .is_err(),
             "no host to compare with"
+        );
+    }
+
+    /// Issue 35, item 9: with a known scheme, `Origin` must name it.
+    #[test]
+    fn schemes() {
+        let check = |pairs: &[(&'static str, &'static str)], scheme, host| {
+            check_origin(&headers(pairs), scheme, Some(host), &[], Client::Api)
+        };
+        let https = Some("https");
+        assert!(check(&[("origin", "https://ops.example")], https, "ops.example").is_ok());
+        assert!(check(&[("origin", "http://ops.example")], https, "ops.example").is_err());
+        assert!(
+            check(
+                &[("origin", "https://ops.example")],
+                Some("http"),
+                "ops.example"
+            )
+            .is_err()
+        );
+        // Default ports, written or not.
+        assert!(
+            check(
+                &[("origin", "https://ops.example")],
+                https,
+                "ops.example:443"
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                &[("origin", "https://ops.example:443")],
+                https,
+                "OPS.example"
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                &[("origin", "http://ops.example")],
+                Some("http"),
+                "ops.example:80"
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                &[("origin", "https://ops.example:80")],
+                https,
+                "ops.example"
+            )
+            .is_err()
+        );
+        // A proxy's header wins over the adapter's scheme.
+        let proxied = [
+            ("origin", "https://ops.example"),
+            ("x-forwarded-proto", "https, http"),
+        ];
+        assert!(check(&proxied, Some("http"), "ops.example").is_ok());
+        let forwarded = [
+            ("origin", "http://ops.example"),
+            (
+                "forwarded",
+                "for=192.0.2.1;Proto=\"https\", for=10.0.0.1;proto=http",
+            ),
+        ];
+        assert!(check(&forwarded, Some("http"), "ops.example").is_err());
+        // Unknown: host and port only, as written.
+        assert!(check(&[("origin", "http://ops.example")], None, "ops.example").is_ok());
+        assert!(check(&[("origin", "https://ops.example")], None, "ops.example").is_ok());
+        assert!(
+            check(
+                &[("origin", "https://ops.example")],
+                None,
+                "ops.example:443"
+            )
+            .is_err()
         );
     }
 }

@@ -41,6 +41,7 @@ mod key;
 pub mod ordering;
 mod public_url;
 pub mod receiver;
+pub mod redact;
 mod rejection;
 pub mod scheme;
 pub mod signals;

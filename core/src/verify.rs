@@ -345,6 +345,16 @@ pub trait Verifier: Send + Sync {
     fn head_names(&self) -> &'static [&'static [HeaderName]] {
         &[]
     }
+
+    /// The request headers this scheme reads a credential from (a
+    /// signature, a token), for the console and the inbox admin API to show
+    /// redacted ([`Redaction::verifier`](crate::redact::Redaction::verifier)).
+    /// Defaults to none: the built-in schemes' headers are recognised by
+    /// their names ([`is_credential_header`](crate::redact::is_credential_header));
+    /// a scheme whose header name is configured (the generic HMAC's) lists it.
+    fn credential_headers(&self) -> Vec<HeaderName> {
+        Vec::new()
+    }
 }
 
 impl<V: Verifier + ?Sized> Verifier for Arc<V> {
@@ -389,6 +399,10 @@ impl<V: Verifier + ?Sized> Verifier for Arc<V> {
     fn head_names(&self) -> &'static [&'static [HeaderName]] {
         (**self).head_names()
     }
+
+    fn credential_headers(&self) -> Vec<HeaderName> {
+        (**self).credential_headers()
+    }
 }
 
 impl<V: Verifier + ?Sized> Verifier for Box<V> {
@@ -432,6 +446,10 @@ impl<V: Verifier + ?Sized> Verifier for Box<V> {
 
     fn head_names(&self) -> &'static [&'static [HeaderName]] {
         (**self).head_names()
+    }
+
+    fn credential_headers(&self) -> Vec<HeaderName> {
+        (**self).credential_headers()
     }
 }
 
@@ -605,6 +623,12 @@ pub trait RequestVerifier: Send + Sync {
     fn head_names(&self) -> &'static [&'static [HeaderName]] {
         &[]
     }
+
+    /// The request headers this scheme reads a credential from (see
+    /// [`Verifier::credential_headers`]). Defaults to none.
+    fn credential_headers(&self) -> Vec<HeaderName> {
+        Vec::new()
+    }
 }
 
 #[async_trait::async_trait]
@@ -628,6 +652,10 @@ impl<V: Verifier + ?Sized> RequestVerifier for V {
 
     fn head_names(&self) -> &'static [&'static [HeaderName]] {
         Verifier::head_names(self)
+    }
+
+    fn credential_headers(&self) -> Vec<HeaderName> {
+        Verifier::credential_headers(self)
     }
 
     async fn verify_request(

@@ -17,7 +17,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -44,34 +43,16 @@ fn request(id: &str) -> http::request::Parts {
     parts
 }
 
-/// The script that manages the test cluster.
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.ci/redis-cluster")
-}
-
-/// The pid file `.ci/redis-cluster` keeps for the node on `port`.
-fn pid_file(port: &str) -> PathBuf {
-    let dir = std::env::var("REDIS_CLUSTER_DIR")
-        .unwrap_or_else(|_| "/tmp/webhooks-redis-cluster".to_owned());
-    PathBuf::from(dir).join(port).join("redis.pid")
-}
-
 /// Runs `.ci/redis-cluster start` when dropped: the killed primary is
 /// started again and rejoins as a replica, even if the test panicked.
 struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        if !restore() {
+        if !support::restore_cluster() {
             eprintln!("could not restore the cluster: run .ci/redis-cluster start");
         }
     }
-}
-
-/// `.ci/redis-cluster start`: whether it succeeded.
-fn restore() -> bool {
-    let status = std::process::Command::new(script()).arg("start").status();
-    matches!(status, Ok(s) if s.success())
 }
 
 /// The live primaries (`host:port`) as `node` sees them.
@@ -153,10 +134,10 @@ async fn redis_cluster_failover() {
         .expect("a primary other than the seed")
         .clone();
     let port = victim.rsplit_once(':').expect("host:port").1.to_owned();
-    let Ok(pid) = std::fs::read_to_string(pid_file(&port)) else {
+    let Ok(pid) = std::fs::read_to_string(support::cluster_pid_file(&port)) else {
         let message = format!(
             "{victim} is not a node .ci/redis-cluster manages (no {}): not killing it",
-            pid_file(&port).display()
+            support::cluster_pid_file(&port).display()
         );
         assert!(!support::ci(), "{message}, and CI=true");
         eprintln!("SKIPPED: {message}");
@@ -262,7 +243,9 @@ async fn redis_cluster_failover() {
     // The killed node back (as a replica of the new primary): until then
     // that primary has no replica, and `WAIT 1` fails every write to its
     // slots (503), by design.
-    let restored = tokio::task::spawn_blocking(restore).await.unwrap();
+    let restored = tokio::task::spawn_blocking(support::restore_cluster)
+        .await
+        .unwrap();
     assert!(
         restored,
         "could not restore the cluster with .ci/redis-cluster start"

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use console_support::*;
 use http::StatusCode;
 use webhooks_core::console::{Access, Console};
+use webhooks_core::inbox::NewEvent;
 
 #[tokio::test]
 async fn without_authorize_every_request_is_denied_with_how_to_configure_it() {
@@ -755,4 +756,152 @@ async fn overview_charts_the_last_hour_of_activity() {
         );
     }
     assert!(!html.contains(" style="));
+}
+
+/// Issue 35, item 4: the completed events are the inbox's memory of
+/// processed deliveries (a sender's retry of a purged one runs again), so a
+/// console purge younger than the admin API's floor (the retention, 7 days
+/// by default) is refused unless the form's "force" box is ticked.
+#[tokio::test]
+async fn purge_below_the_floor_needs_force() {
+    let inbox = inbox().await;
+    let event = webhooks_core::inbox::NewEvent::new("done_1", "test", "{}");
+    inbox.accept(&event).await.unwrap();
+    let claim = webhooks_core::inbox::ClaimToken::random();
+    let leased = inbox
+        .lease(claim, 1, std::time::Duration::from_secs(30), 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        inbox.complete(&leased[0].meta.key, claim).await.unwrap(),
+        webhooks_core::inbox::Transition::Applied
+    );
+    assert_eq!(inbox.stats().await.unwrap().completed, 1);
+    let console = Console::new(Arc::clone(&inbox));
+    let page = get(&console, admin(), "/", None).await;
+    let html = text(&page);
+    assert!(
+        html.contains("type=\"checkbox\" name=\"force\""),
+        "the purge form has a force box: {html}"
+    );
+    let csrf = token(html);
+    for older_than in ["0", "0s", "1d", "6d"] {
+        let answer = post(
+            &console,
+            admin(),
+            "/purge",
+            &form(&[("csrf", &csrf), ("older_than", older_than)]),
+            &[("origin", ORIGIN)],
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{older_than}");
+        assert!(text(&answer).contains("force"), "{}", text(&answer));
+        assert_eq!(inbox.stats().await.unwrap().completed, 1, "{older_than}");
+    }
+    // Ticked (a checkbox sends `on`), the same purge runs.
+    let answer = post(
+        &console,
+        admin(),
+        "/purge",
+        &form(&[("csrf", &csrf), ("older_than", "0"), ("force", "on")]),
+        &[("origin", ORIGIN)],
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", text(&answer));
+    assert_eq!(answer.headers["location"], "/ops/webhooks/?done=purge&n=1");
+    assert_eq!(inbox.stats().await.unwrap().completed, 0);
+
+    // The floor follows the inbox's retention when configured: an hour
+    // here, so 2h needs no force and 30m still does; the form offers it.
+    let console =
+        Console::new(Arc::clone(&inbox)).min_purge_age(std::time::Duration::from_secs(3_600));
+    let page = get(&console, admin(), "/", None).await;
+    assert!(
+        text(&page).contains("name=\"older_than\" value=\"1h\""),
+        "{}",
+        text(&page)
+    );
+    let csrf = token(text(&page));
+    for (older_than, status) in [
+        ("2h", StatusCode::SEE_OTHER),
+        ("30m", StatusCode::BAD_REQUEST),
+    ] {
+        let answer = post(
+            &console,
+            admin(),
+            "/purge",
+            &form(&[("csrf", &csrf), ("older_than", older_than)]),
+            &[("origin", ORIGIN)],
+        )
+        .await;
+        assert_eq!(answer.status, status, "{older_than}: {}", text(&answer));
+    }
+}
+
+/// Issue 35, item 9: Shopify's `X-Shopify-Hmac-Sha256` (an HMAC, not named
+/// a signature) is redacted too.
+#[tokio::test]
+async fn hmac_headers_are_redacted() {
+    let inbox = inbox().await;
+    let mut event = NewEvent::new("k1", "shopify", "{}");
+    event.headers = vec![
+        ("x-shopify-hmac-sha256".into(), "SECRETHMAC".into()),
+        ("proxy-authorization".into(), "Basic SECRETPROXY".into()),
+        ("set-cookie".into(), "session=SECRETCOOKIE".into()),
+        ("x-shopify-topic".into(), "orders/create".into()),
+    ];
+    inbox.accept(&event).await.unwrap();
+    let console = Console::new(inbox);
+    let page = get(&console, admin(), "/deliveries/item", Some("key=k1")).await;
+    let html = text(&page);
+    assert_eq!(page.status, StatusCode::OK, "{html}");
+    for secret in ["SECRETHMAC", "SECRETPROXY", "SECRETCOOKIE"] {
+        assert!(!html.contains(secret), "{secret}: {html}");
+    }
+    assert!(html.contains("orders/create"), "other headers are shown");
+}
+
+/// Issue 35, item 9: headers named by the configuration (a verifier's
+/// `credential_headers`) are redacted too.
+#[tokio::test]
+async fn configured_headers_are_redacted() {
+    let inbox = inbox().await;
+    let mut event = NewEvent::new("k1", "acme", "{}");
+    event.headers = vec![
+        ("x-acme-digest".into(), "SECRETDIGEST".into()),
+        ("x-acme-topic".into(), "orders".into()),
+    ];
+    inbox.accept(&event).await.unwrap();
+    let plain = Console::new(Arc::clone(&inbox));
+    let page = get(&plain, admin(), "/deliveries/item", Some("key=k1")).await;
+    assert!(
+        text(&page).contains("SECRETDIGEST"),
+        "not a credential by name"
+    );
+    let console =
+        Console::new(inbox).redact_headers([http::HeaderName::from_static("x-acme-digest")]);
+    let page = get(&console, admin(), "/deliveries/item", Some("key=k1")).await;
+    let html = text(&page);
+    assert!(!html.contains("SECRETDIGEST"), "{html}");
+    assert!(html.contains("redacted (12 bytes)"), "{html}");
+    assert!(html.contains("orders"), "other headers are shown");
+}
+
+#[test]
+fn requests_leave_headers_and_bodies_out_of_debug() {
+    let mut headers = http::HeaderMap::new();
+    headers.insert("cookie", "session=SECRETCOOKIE".parse().unwrap());
+    let method = http::Method::POST;
+    let request = webhooks_core::console::ConsoleRequest::new(
+        &method,
+        "/replay",
+        None,
+        &headers,
+        b"csrf=SECRETTOKEN",
+    );
+    let shown = format!("{request:?}");
+    assert!(
+        !shown.contains("SECRETCOOKIE") && !shown.contains("SECRETTOKEN"),
+        "{shown}"
+    );
 }

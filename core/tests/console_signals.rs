@@ -72,7 +72,8 @@ fn actions_are_logged_with_the_identity_and_counted() {
                             .status,
                         303
                     );
-                    let purge = form(&[("csrf", &csrf), ("older_than", "1h")]);
+                    // Below the 7-day floor: forced, and logged as such.
+                    let purge = form(&[("csrf", &csrf), ("older_than", "1h"), ("force", "on")]);
                     assert_eq!(
                         post(&console, admin(), "/purge", &purge, &origin)
                             .await
@@ -114,7 +115,10 @@ fn actions_are_logged_with_the_identity_and_counted() {
             && lines[1].contains("applied=2"),
         "{log}"
     );
-    assert!(lines[2].contains("action=\"purge\""), "{log}");
+    assert!(
+        lines[2].contains("action=\"purge\"") && lines[2].contains("force=true"),
+        "{log}"
+    );
     assert!(
         !log.contains("body-canary-5c1e"),
         "bodies never reach the log"

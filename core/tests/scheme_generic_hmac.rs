@@ -293,3 +293,34 @@ fn the_unsigned_id_never_identifies_the_delivery() {
     );
     assert_eq!(first.dedup_id(SLACK_BODY), retry.dedup_id(SLACK_BODY));
 }
+
+/// Issue 35, item 9: the configured signature header is a credential
+/// whatever its name, for the console and the admin API to redact.
+#[test]
+fn the_signature_header_is_a_credential_header() {
+    use webhooks_core::redact::Redaction;
+
+    let digest = GenericHmac::builder("acme", "X-Acme-Digest")
+        .secret(GITHUB_SECRET)
+        .build()
+        .unwrap();
+    assert_eq!(
+        digest.credential_headers(),
+        [http::HeaderName::from_static("x-acme-digest")]
+    );
+    assert!(!webhooks_core::redact::is_credential_header(
+        "x-acme-digest"
+    ));
+    assert!(
+        Redaction::new()
+            .verifier(&digest)
+            .is_redacted("X-Acme-Digest")
+    );
+    // Through `Arc<dyn RequestVerifier>`, as a receiver holds it.
+    let shared: std::sync::Arc<dyn webhooks_core::RequestVerifier> = std::sync::Arc::new(digest);
+    assert!(
+        Redaction::new()
+            .verifier(&*shared)
+            .is_redacted("x-acme-digest")
+    );
+}

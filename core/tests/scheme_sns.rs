@@ -694,3 +694,74 @@ async fn a_made_up_region_cannot_block_the_genuine_certificate() {
     assert!(verify(&sns, &cased).await.is_ok());
     assert_eq!(fetcher.fetched().len(), 2, "{:?}", fetcher.fetched());
 }
+
+/// Pinned and declared certificates are checked at build time: an URL that
+/// is not `https` on an allowed host at an SNS certificate path, or bytes
+/// that are not a certificate, are a `ConfigError`; `Debug` counts the
+/// pinned certificates and shows none.
+#[test]
+fn pinned_and_declared_certificates_are_checked_when_built() {
+    let builder = || {
+        Sns::builder(FakeFetcher::serving(&[]))
+            .topic_arn(TOPIC)
+            .region("eu-west-1")
+    };
+    for url in [
+        "http://sns.eu-west-1.amazonaws.com/SimpleNotificationService-0123456789abcdef.pem",
+        "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0123456789abcdef.pem",
+        "https://evil.example.com/SimpleNotificationService-0123456789abcdef.pem",
+        "https://sns.eu-west-1.amazonaws.com/cert.pem",
+    ] {
+        assert!(
+            matches!(
+                builder().certificate(url, TEST_CERT).build(),
+                Err(ConfigError::Setting(_))
+            ),
+            "{url}"
+        );
+        assert!(
+            matches!(
+                builder().known_certificate_url(url).build(),
+                Err(ConfigError::Setting(_))
+            ),
+            "{url}"
+        );
+    }
+    assert!(matches!(
+        builder()
+            .certificate(TEST_CERT_URL, "not a certificate")
+            .build(),
+        Err(ConfigError::Invalid { .. })
+    ));
+    let sns = builder()
+        .certificate(TEST_CERT_URL, TEST_CERT)
+        .known_certificate_url(TEST_CERT_URL)
+        .build()
+        .unwrap();
+    let shown = format!("{sns:?}");
+    assert!(
+        shown.contains("pinned_certificates: 1") && !shown.contains("BEGIN"),
+        "{shown}"
+    );
+}
+
+/// A pinned certificate verifies whatever allowed host or letter case the
+/// message names, without a fetch.
+#[tokio::test]
+async fn a_pinned_certificate_is_never_fetched() {
+    let fetcher = FakeFetcher::serving(&[]);
+    let sns = Sns::builder(std::sync::Arc::clone(&fetcher))
+        .topic_arn(TOPIC)
+        .certificate(TEST_CERT_URL, TEST_CERT)
+        .build()
+        .unwrap();
+    let shouted = TEST_CERT_URL.replace("sns.eu-west-1", "SNS.us-east-2");
+    for cert_url in [TEST_CERT_URL, shouted.as_str()] {
+        let body = Signer::from_pkcs8_der(TEST_KEY, cert_url)
+            .unwrap()
+            .sign(notification("m"), SignatureVersion::V1)
+            .unwrap();
+        assert!(verify(&sns, &body).await.is_ok(), "{cert_url}");
+    }
+    assert!(fetcher.fetched().is_empty());
+}

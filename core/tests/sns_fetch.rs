@@ -8,14 +8,18 @@
 //!
 //! The SNS signing certificate served is the test one of `scheme_sns.rs`
 //! (`tests/data/sns/README.md`); the messages are signed with its key.
+//!
+//! The tests of issue 35 (the fetch budgets, the last good key, pinned
+//! certificates) put a fake network ([`Network`]) in the fetcher's place and
+//! move tokio's paused clock to age the cache.
 #![cfg(feature = "sns-reqwest")]
 
 use std::collections::HashMap;
 use std::error::Error as _;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -25,8 +29,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use webhooks_core::scheme::sns::{
-    CertificateFetcher as _, MAX_CERTIFICATE_LEN, ReqwestFetcher, SignatureVersion, Signer, Sns,
-    SnsMessage,
+    CertificateFetcher, DEFAULT_CACHE_TTL, DEFAULT_STALE_TTL, FetchError, MAX_CERTIFICATE_LEN,
+    ReqwestFetcher, SignatureVersion, Signer, Sns, SnsMessage,
 };
 use webhooks_core::{RequestHead, RequestVerifier as _, Verified, VerifyError};
 
@@ -562,4 +566,227 @@ async fn junk_messages_make_at_most_one_fetch() {
     let again = signed(&url(HOST, CERT_PATH), "msg-genuine-2", SignatureVersion::V2);
     verify(&sns, &again).await.unwrap();
     assert_eq!(server.connections(), 2);
+}
+
+/// Stands in for the network in the tests of issue 35: serves the genuine
+/// certificate at [`CERT_PATH`] on [`HOST`], answers every other URL with an
+/// error (as SNS answers a made-up certificate name: 404), fails everything
+/// while it is down, and records what was asked.
+#[derive(Default)]
+struct Network {
+    down: AtomicBool,
+    fetched: Mutex<Vec<String>>,
+}
+
+impl Network {
+    fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    fn go_down(&self) {
+        self.down.store(true, Ordering::SeqCst);
+    }
+
+    /// How many times the genuine certificate was asked for.
+    fn genuine_fetches(&self) -> usize {
+        let genuine = url(HOST, CERT_PATH);
+        let fetched = self.fetched.lock().unwrap();
+        fetched.iter().filter(|u| **u == genuine).count()
+    }
+}
+
+#[async_trait::async_trait]
+impl CertificateFetcher for Network {
+    async fn fetch(&self, url: &str) -> Result<Vec<u8>, FetchError> {
+        self.fetched.lock().unwrap().push(url.to_owned());
+        if self.down.load(Ordering::SeqCst) {
+            return Err(FetchError::new("connection refused"));
+        }
+        if url == self::url(HOST, CERT_PATH) {
+            return Ok(SIGNING_CERT.as_bytes().to_vec());
+        }
+        Err(FetchError::new("404 Not Found"))
+    }
+}
+
+/// The issue's junk run: messages that pass every check made before a
+/// fetch (an allowed topic, the real SNS host, a certificate path, a
+/// 256-byte signature), each naming a certificate that does not exist.
+/// Each is `503`: spent budget or failed fetch.
+async fn junk_run(sns: &Sns, run: usize) {
+    for i in 0..30 {
+        let path = format!("/SimpleNotificationService-junk{run}x{i}.pem");
+        let body = signed(
+            &url(HOST, &path),
+            &format!("junk-{run}-{i}"),
+            SignatureVersion::V2,
+        );
+        let result = verify(sns, &body).await;
+        assert_eq!(
+            result.unwrap_err(),
+            VerifyError::KeyLookupUnavailable,
+            "junk {i}"
+        );
+    }
+}
+
+fn genuine(id: &str) -> Vec<u8> {
+    signed(&url(HOST, CERT_PATH), id, SignatureVersion::V2)
+}
+
+/// Issue 35, item 1 (b): the genuine key's TTL passes, junk spends the
+/// budget of unknown certificates, and the genuine message still verifies:
+/// the certificate that verified before is refreshed from its own budget.
+/// Time is tokio's, paused and moved on: no waiting.
+#[tokio::test(start_paused = true)]
+async fn junk_cannot_starve_a_certificate_past_its_ttl() {
+    let network = Network::new();
+    let sns = sns_on(&network);
+    verify(&sns, &genuine("m1")).await.unwrap();
+    assert_eq!(network.genuine_fetches(), 1);
+
+    tokio::time::advance(DEFAULT_CACHE_TTL + Duration::from_secs(1)).await;
+    junk_run(&sns, 1).await;
+    verify(&sns, &genuine("m2"))
+        .await
+        .expect("a known certificate is not starved by junk");
+    assert_eq!(network.genuine_fetches(), 2, "refreshed once");
+    // Fresh again: no more fetches.
+    junk_run(&sns, 2).await;
+    verify(&sns, &genuine("m3")).await.unwrap();
+    assert_eq!(network.genuine_fetches(), 2);
+}
+
+/// Issue 35, item 1 (c): after a good fetch, the refresh fails (the network
+/// is down) and junk spends the budget: the last good key is still used.
+#[tokio::test(start_paused = true)]
+async fn the_last_good_key_serves_while_its_refresh_fails() {
+    let network = Network::new();
+    let sns = sns_on(&network);
+    verify(&sns, &genuine("m1")).await.unwrap();
+
+    network.go_down();
+    tokio::time::advance(DEFAULT_CACHE_TTL + Duration::from_secs(1)).await;
+    verify(&sns, &genuine("m2"))
+        .await
+        .expect("the refresh fails: the last good key verifies");
+    assert_eq!(network.genuine_fetches(), 2, "a refresh was tried");
+    junk_run(&sns, 1).await;
+    verify(&sns, &genuine("m3"))
+        .await
+        .expect("the refresh failed recently: the last good key, no fetch");
+    assert_eq!(network.genuine_fetches(), 2);
+    // The last good key still refuses what it did not sign.
+    let mut tampered = genuine("m4");
+    let at = tampered.windows(8).position(|w| w == b"Delivery").unwrap();
+    tampered[at] = b'X';
+    assert_eq!(
+        verify(&sns, &tampered).await.unwrap_err(),
+        VerifyError::NoMatchingSignature
+    );
+}
+
+fn sns_on(network: &Arc<Network>) -> Sns {
+    Sns::builder(Arc::clone(network))
+        .topic_arn(TOPIC)
+        .region("us-east-1")
+        .build()
+        .unwrap()
+}
+
+/// Issue 35, item 1 (a): at start nothing is cached and junk spends the
+/// budget of unknown certificates. A genuine message whose certificate was
+/// pinned at build time verifies without a fetch; one whose certificate URL
+/// was declared known is fetched from the known budget. The control, with
+/// neither: `503`, as in the issue.
+#[tokio::test(start_paused = true)]
+async fn at_start_a_pinned_or_declared_certificate_outlives_junk() {
+    let network = Network::new();
+    let builder = || {
+        Sns::builder(Arc::clone(&network))
+            .topic_arn(TOPIC)
+            .region("us-east-1")
+    };
+    let pinned = builder()
+        .certificate(url(HOST, CERT_PATH), SIGNING_CERT)
+        .build()
+        .unwrap();
+    junk_run(&pinned, 1).await;
+    verify(&pinned, &genuine("m1"))
+        .await
+        .expect("a pinned certificate needs no fetch");
+    assert_eq!(network.genuine_fetches(), 0);
+
+    let declared = builder()
+        .known_certificate_url(url(HOST, CERT_PATH))
+        .build()
+        .unwrap();
+    junk_run(&declared, 2).await;
+    verify(&declared, &genuine("m2"))
+        .await
+        .expect("a declared certificate is fetched from the known budget");
+    assert_eq!(network.genuine_fetches(), 1);
+
+    let neither = builder().build().unwrap();
+    junk_run(&neither, 3).await;
+    assert_eq!(
+        verify(&neither, &genuine("m3")).await.unwrap_err(),
+        VerifyError::KeyLookupUnavailable
+    );
+}
+
+/// A known certificate's path named on made-up hosts (any region-shaped
+/// name is allowed here) is refreshed from the host it was fetched from,
+/// once: junk cannot spend the known budget through other hosts.
+#[tokio::test(start_paused = true)]
+async fn a_known_certificate_is_refreshed_from_its_own_host() {
+    let network = Network::new();
+    let sns = Sns::builder(Arc::clone(&network))
+        .topic_arn(TOPIC)
+        .known_fetch_rate(1, Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    verify(&sns, &genuine("m1")).await.unwrap();
+    tokio::time::advance(DEFAULT_CACHE_TTL + Duration::from_secs(1)).await;
+    for i in 0..20 {
+        let host = format!("sns.zz-made-up-{i}.amazonaws.com");
+        let body = signed(
+            &url(&host, CERT_PATH),
+            &format!("m-{i}"),
+            SignatureVersion::V2,
+        );
+        verify(&sns, &body).await.unwrap();
+    }
+    assert_eq!(
+        *network.fetched.lock().unwrap(),
+        [url(HOST, CERT_PATH), url(HOST, CERT_PATH)],
+        "fetched, then refreshed once from its own host"
+    );
+}
+
+/// The last good key is used for [`DEFAULT_STALE_TTL`] past the TTL, not
+/// longer; with `stale_ttl(0)`, not at all.
+#[tokio::test(start_paused = true)]
+async fn the_last_good_key_is_used_for_the_stale_ttl_only() {
+    let network = Network::new();
+    let sns = sns_on(&network);
+    let no_stale = Sns::builder(Arc::clone(&network))
+        .topic_arn(TOPIC)
+        .stale_ttl(Duration::ZERO)
+        .build()
+        .unwrap();
+    verify(&sns, &genuine("m1")).await.unwrap();
+    verify(&no_stale, &genuine("m1")).await.unwrap();
+    network.go_down();
+    tokio::time::advance(DEFAULT_CACHE_TTL + Duration::from_secs(1)).await;
+    verify(&sns, &genuine("m2")).await.unwrap();
+    assert_eq!(
+        verify(&no_stale, &genuine("m2")).await.unwrap_err(),
+        VerifyError::KeyLookupUnavailable
+    );
+    tokio::time::advance(DEFAULT_STALE_TTL).await;
+    assert_eq!(
+        verify(&sns, &genuine("m3")).await.unwrap_err(),
+        VerifyError::KeyLookupUnavailable
+    );
 }

@@ -1130,6 +1130,13 @@ async fn redis_cluster_keys_spread_over_every_primary() {
             Claim::Claimed
         );
     }
+    assert_spread_over_every_primary(&backend, 64).await;
+}
+
+/// Every primary holds at least 5 of the `count` keys under the backend's
+/// prefix (wherever the prefix stands in the name), and they hold `count`.
+#[cfg(feature = "redis-cluster")]
+async fn assert_spread_over_every_primary(backend: &RedisCluster, count: usize) {
     let primaries = cluster_primaries(&backend.url).await;
     assert_eq!(primaries.len(), 3, "{primaries:?}");
     let mut total = 0;
@@ -1137,18 +1144,35 @@ async fn redis_cluster_keys_spread_over_every_primary() {
         let client = ::redis::Client::open(format!("redis://{primary}")).unwrap();
         let mut connection = client.get_multiplexed_async_connection().await.unwrap();
         let keys: Vec<String> = ::redis::cmd("KEYS")
-            .arg(format!("{}*", backend.prefix))
+            .arg(format!("*{}*", backend.prefix))
             .query_async(&mut connection)
             .await
             .unwrap();
         assert!(
             keys.len() >= 5,
-            "{primary} holds {} of 64 keys: {keys:?}",
+            "{primary} holds {} of {count} keys: {keys:?}",
             keys.len()
         );
         total += keys.len();
     }
-    assert_eq!(total, 64);
+    assert_eq!(total, count);
+}
+
+/// Delivery ids with a hash tag (`{…}`) cannot choose their slot: keys
+/// that share one still spread over every primary (issue 35, item 9).
+#[cfg(feature = "redis-cluster")]
+#[tokio::test]
+async fn redis_cluster_keys_with_braces_spread_over_every_primary() {
+    let Some((backend, store)) = fresh_store::<RedisCluster>().await else {
+        return;
+    };
+    for i in 0..64 {
+        answers!(
+            store.claim(&key(&format!("{{tag}}-{i}")), ClaimToken::random(), LEASE),
+            Claim::Claimed
+        );
+    }
+    assert_spread_over_every_primary(&backend, 64).await;
 }
 
 /// With `wait_for_replicas(1, …)`, every write is acknowledged by the key's

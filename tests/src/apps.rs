@@ -36,7 +36,9 @@ pub struct Spec {
     pub custom_rejections: bool,
     /// A durable inbox: when set, the app also serves `/inbox` (Standard
     /// Webhooks in inbox mode: stored, `202`) and the dead-letter admin API
-    /// under `/admin/inbox`.
+    /// under `/admin/inbox` (no hook, `allow_unauthenticated`),
+    /// `/admin/guarded` (the `x-test-access` hook) and `/admin/nohook` (no
+    /// hook: every request denied).
     pub inbox: Option<Arc<dyn Inbox>>,
 }
 
@@ -422,7 +424,14 @@ async fn start_axum(receivers: Receivers, behaviour: Arc<Behaviour>) -> Result<R
                         test_access(request.headers.get("x-test-access").map(|v| v.as_bytes()))
                     }),
             )
-            .nest_service("/admin/inbox", tower_webhooks::InboxAdmin::new(inbox)),
+            .nest_service(
+                "/admin/nohook",
+                tower_webhooks::InboxAdmin::new(Arc::clone(&inbox)),
+            )
+            .nest_service(
+                "/admin/inbox",
+                tower_webhooks::InboxAdmin::new(inbox).allow_unauthenticated(),
+            ),
         None => app,
     };
     let app = app
@@ -564,10 +573,15 @@ async fn start_actix(
                                 })
                                 .scope("/admin/guarded"),
                         )
-                        .service(actix_webhooks::inbox_admin(
-                            "/admin/inbox",
-                            Arc::clone(inbox),
-                        )),
+                        .service(
+                            actix_webhooks::InboxAdmin::new(Arc::clone(inbox))
+                                .scope("/admin/nohook"),
+                        )
+                        .service(
+                            actix_webhooks::InboxAdmin::new(Arc::clone(inbox))
+                                .allow_unauthenticated()
+                                .scope("/admin/inbox"),
+                        ),
                     None => app,
                 };
                 app.service(

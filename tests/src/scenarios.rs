@@ -1266,6 +1266,161 @@ async fn inbox_admin_refuses_cross_site_and_guards(env: Env) -> Outcome {
     Ok(())
 }
 
+/// The admin API's answers (issue 35, item 2), through both adapters: a
+/// reader gets no body, nobody sees a credential header's value, every
+/// answer (refusals included) carries `Cache-Control: no-store` and
+/// `X-Content-Type-Options: nosniff`; without a hook (`/admin/nohook`)
+/// every request is denied; an `Origin` of another scheme than the one the
+/// proxy reports is refused (item 9).
+async fn inbox_admin_hides_bodies_and_credentials(env: Env) -> Outcome {
+    use webhooks_core::inbox::{ClaimToken, NewEvent, Transition};
+
+    let Some(inbox) = inbox_of(&env).await? else {
+        return Ok(());
+    };
+    let e = |e: webhooks_core::inbox::InboxError| e.to_string();
+    let mut event = NewEvent::new(
+        "webhooks:test:secret/1",
+        "shopify",
+        "{\"email\":\"a@example.com\"}",
+    );
+    event.headers = vec![
+        ("x-shopify-hmac-sha256".into(), "SECRETHMAC".into()),
+        ("authorization".into(), "Bearer SECRETTOKEN".into()),
+        ("x-request-id".into(), "req-1".into()),
+    ];
+    inbox.accept(&event).await.map_err(e)?;
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 1, Duration::from_secs(30), 1)
+        .await
+        .map_err(e)?;
+    ensure!(leased.len() == 1, "leased {} events", leased.len());
+    let dead = inbox
+        .dead_letter(&leased[0].meta.key, token, "boom")
+        .await
+        .map_err(e)?;
+    ensure!(dead == Transition::Applied, "dead-lettered: {dead:?}");
+
+    let mut spec = env.spec();
+    spec.inbox = Some(Arc::clone(&inbox));
+    let app = env.framework.start(&spec).await?;
+    let send = |method: &'static str, path: &str, headers: &[(&str, &str)]| {
+        let request = headers
+            .iter()
+            .fold(Request::method(method, path), |r, (name, value)| {
+                r.header(name, *value)
+            });
+        let addr = app.addr;
+        async move { client::send(addr, &request).await }
+    };
+    let hardened = |r: &client::Response, what: &str| {
+        ensure!(
+            r.header("cache-control") == Some("no-store"),
+            "{what}: Cache-Control {:?}",
+            r.header("cache-control")
+        );
+        ensure!(
+            r.header("x-content-type-options") == Some("nosniff"),
+            "{what}: X-Content-Type-Options {:?}",
+            r.header("x-content-type-options")
+        );
+        Ok(())
+    };
+    let item = "/admin/guarded/dead-letters/webhooks%3Atest%3Asecret%2F1";
+    let reader = ("x-test-access", "read:rita");
+    let admin = ("x-test-access", "admin:ada");
+    for (who, path) in [
+        (reader, item),
+        (reader, "/admin/guarded/dead-letters?scheme=shopify"),
+        (admin, item),
+    ] {
+        let r = send("GET", path, &[who]).await?;
+        let text = r.text();
+        ensure!(r.status == 200, "{who:?} {path}: {} {text}", r.status);
+        hardened(&r, path)?;
+        ensure!(
+            !text.contains("SECRETHMAC") && !text.contains("SECRETTOKEN"),
+            "{who:?} {path}: credentials shown: {text}"
+        );
+        ensure!(
+            text.contains("req-1"),
+            "{who:?} {path}: other headers: {text}"
+        );
+        let shows_body = who == admin && path == item;
+        ensure!(
+            text.contains("a@example.com") == shows_body,
+            "{who:?} {path}: the body for admins' item answers only: {text}"
+        );
+    }
+    for (method, path, headers) in [
+        ("GET", "/admin/nohook/stats", &[][..]),
+        ("GET", "/admin/nohook/dead-letters", &[admin][..]),
+        (
+            "POST",
+            "/admin/nohook/pause",
+            &[("content-type", "application/json")][..],
+        ),
+        ("GET", "/admin/guarded/stats", &[][..]),
+        ("POST", "/admin/guarded/pause", &[reader][..]),
+    ] {
+        let r = send(method, path, headers).await?;
+        ensure!(
+            r.status == 403,
+            "{method} {path}: {} {}",
+            r.status,
+            r.text()
+        );
+        hardened(&r, path)?;
+    }
+    ensure!(!inbox.paused().await.map_err(e)?, "nothing paused");
+    let r = send("GET", "/admin/inbox/nothing", &[]).await?;
+    ensure!(r.status == 404, "unknown path: {}", r.status);
+    hardened(&r, "404")?;
+    let r = send(
+        "PUT",
+        "/admin/inbox/stats",
+        &[("content-type", "application/json")],
+    )
+    .await?;
+    ensure!(r.status == 405, "PUT stats: {}", r.status);
+    hardened(&r, "405")?;
+
+    // Item 9: the proxy says https, the page was http (and the converse).
+    let json = ("content-type", "application/json");
+    let http_origin = format!("http://{}", app.addr);
+    let https_origin = format!("https://{}", app.addr);
+    for (origin, proto) in [(&http_origin, "https"), (&https_origin, "http")] {
+        let headers = [
+            json,
+            ("origin", origin.as_str()),
+            ("x-forwarded-proto", proto),
+        ];
+        let r = send("POST", "/admin/inbox/pause", &headers).await?;
+        ensure!(
+            r.status == 403,
+            "{origin} over {proto}: {} {}",
+            r.status,
+            r.text()
+        );
+    }
+    ensure!(
+        !inbox.paused().await.map_err(e)?,
+        "refused pauses changed nothing"
+    );
+    let headers = [
+        json,
+        ("origin", https_origin.as_str()),
+        ("x-forwarded-proto", "https"),
+    ];
+    let r = send("POST", "/admin/inbox/pause", &headers).await?;
+    ensure!(r.status == 200, "same scheme: {} {}", r.status, r.text());
+    hardened(&r, "200 POST")?;
+    let r = send("POST", "/admin/inbox/resume", &[json]).await?;
+    ensure!(r.status == 200, "resumed: {}", r.status);
+    Ok(())
+}
+
 // ------------------------------------------------ inbox operations (issue 21)
 
 /// A Slack request to `path` signed with the Slack routes' secret at `timestamp`.
@@ -1698,6 +1853,7 @@ scenarios![
     inbox_stores_then_acknowledges_duplicates,
     inbox_admin_lists_inspects_and_replays_once,
     inbox_admin_refuses_cross_site_and_guards,
+    inbox_admin_hides_bodies_and_credentials,
     inbox_worker_dispatches_on_the_event_type,
     inbox_idless_retries_are_duplicates,
     handshakes_are_answered_in_both_modes,

@@ -650,6 +650,109 @@ async fn journey(
         .unwrap();
     }
 
+    // Issue 35, item 5: a refresh is skipped while the previous one is
+    // still in flight. `fetch` is replaced by one that never answers and
+    // counts its calls; showing the tab again asks for a refresh each time.
+    let show_tab = "document.dispatchEvent(new Event('visibilitychange'));";
+    client
+        .execute(
+            "window.__refreshes = 0;
+             window.__realFetch = window.fetch;
+             window.fetch = function () {
+               window.__refreshes += 1;
+               return new Promise(function (resolve) { window.__answer = resolve; });
+             };",
+            vec![],
+        )
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        client.execute(show_tab, vec![]).await.unwrap();
+    }
+    let refreshes = || async {
+        client
+            .execute("return window.__refreshes;", vec![])
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        refreshes().await,
+        json!(1),
+        "{framework}: one refresh in flight at a time"
+    );
+    // Once it has answered (with an error page: nothing replaced), the next
+    // refresh runs.
+    client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             window.__answer(new Response('', {status: 500}));
+             setTimeout(done, 0);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    client.execute(show_tab, vec![]).await.unwrap();
+    assert_eq!(refreshes().await, json!(2), "{framework}: then the next");
+    client
+        .execute("window.fetch = window.__realFetch;", vec![])
+        .await
+        .unwrap();
+
+    // Issue 35, item 4: the purge form has a "force" box; a purge younger
+    // than the floor (the inbox's retention) without it is refused and
+    // deletes nothing.
+    client.goto(&format!("{base}/")).await.unwrap();
+    assert!(
+        client
+            .find(Locator::Css(
+                "form[action$='/purge'] input[type=checkbox][name=force]"
+            ))
+            .await
+            .is_ok(),
+        "{framework}: the force box"
+    );
+    if let Some(dir) = &shots {
+        let form = client
+            .find(Locator::Css("form[action$='/purge']"))
+            .await
+            .unwrap();
+        std::fs::write(
+            format!("{dir}/purge-form.png"),
+            form.screenshot().await.unwrap(),
+        )
+        .unwrap();
+    }
+    let completed_before = inbox.stats().await.unwrap().completed;
+    let older_than = client
+        .find(Locator::Css(
+            "form[action$='/purge'] input[name=older_than]",
+        ))
+        .await
+        .unwrap();
+    older_than.clear().await.unwrap();
+    older_than.send_keys("0").await.unwrap();
+    client
+        .execute("window.confirm = function () { return true; };", vec![])
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("form[action$='/purge'] button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let refused = page_with(client, "Bad request").await;
+    assert!(
+        refused.contains("Bad request") && refused.contains("force"),
+        "{framework}: {refused}"
+    );
+    assert_eq!(
+        inbox.stats().await.unwrap().completed,
+        completed_before,
+        "{framework}: nothing purged"
+    );
+
     // The <script> dead letter renders inert: its id and type are text.
     client.goto(&format!("{base}/dead")).await.unwrap();
     assert_eq!(rows(client, 1).await, 1, "{framework}");

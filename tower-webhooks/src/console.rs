@@ -138,7 +138,8 @@ impl Service<Request<Body>> for Console {
                 &body,
             )
             .base(&base)
-            .host(host);
+            .host(host)
+            .scheme(parts.uri.scheme_str());
             let answer = this.console.handle(access, request).await;
             let mut response = Response::new(Body::from(answer.body));
             *response.status_mut() = answer.status;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum_core::body::Body;
 use http::request::Parts;
-use http::{HeaderValue, Request, Response, header};
+use http::{Request, Response};
 use tower_service::Service;
 use webhooks_core::inbox::Inbox;
 use webhooks_core::inbox::admin::{self, Access, AdminConfig, AdminRequest};
@@ -18,9 +18,12 @@ type Authorize = dyn Fn(&Parts) -> Access + Send + Sync;
 
 /// The inbox's dead-letter admin API (list, inspect, replay, discard, stats,
 /// purge, pause and resume processing — see [`core::inbox::admin`](crate::core::inbox::admin)) as a
-/// tower service answering JSON. Mount it with `nest_service`, **behind
-/// your own authentication**, or give it an [`authorize`](Self::authorize)
-/// hook (the console's): read-only users may only `GET`.
+/// tower service answering JSON. Mount it with `nest_service` and give it
+/// an [`authorize`](Self::authorize) hook (the console's): read-only users
+/// may only `GET` and see no bodies. Without a hook every request is
+/// denied, unless [`allow_unauthenticated`](Self::allow_unauthenticated)
+/// says it is behind your own authentication. Credential headers are
+/// redacted; every answer carries `Cache-Control: no-store`.
 /// State-changing requests (`POST`, `DELETE`) must carry
 /// `Content-Type: application/json`, and those a browser marks as
 /// cross-site are refused.
@@ -62,7 +65,9 @@ impl std::fmt::Debug for InboxAdmin {
 
 impl InboxAdmin {
     /// The admin API of `inbox`, with core's defaults and no `authorize`
-    /// hook (every request served: mount it behind your authentication).
+    /// hook: every request is denied (`403`) until you give it one
+    /// ([`authorize`](Self::authorize)), or say it is behind your own
+    /// authentication ([`allow_unauthenticated`](Self::allow_unauthenticated)).
     #[must_use]
     pub fn new(inbox: Arc<dyn Inbox>) -> Self {
         Self::from_core(inbox, AdminConfig::default())
@@ -88,15 +93,43 @@ impl InboxAdmin {
     }
 
     /// Accepts state-changing requests whose `Origin` is exactly `origin`,
-    /// besides the request's own host; see [`AdminConfig::allow_origin`].
+    /// besides the request's own origin; see [`AdminConfig::allow_origin`].
     #[must_use]
     pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
         self.config = self.config.allow_origin(origin);
         self
     }
 
+    /// Serves requests without an [`authorize`](Self::authorize) hook as an
+    /// admin's: **only** when the API is reachable through your own
+    /// authentication alone (a middleware in front of it, a port bound to
+    /// localhost for local use); see [`AdminConfig::allow_unauthenticated`].
+    #[must_use]
+    pub fn allow_unauthenticated(mut self) -> Self {
+        self.config = self.config.allow_unauthenticated();
+        self
+    }
+
+    /// Shows bodies to read-only users too (default: admins only); see
+    /// [`AdminConfig::bodies_for_read_only`].
+    #[must_use]
+    pub fn bodies_for_read_only(mut self, yes: bool) -> Self {
+        self.config = self.config.bodies_for_read_only(yes);
+        self
+    }
+
+    /// Shows these headers redacted too, besides those named as
+    /// credentials (your verifier's `credential_headers`); see
+    /// [`AdminConfig::redact_headers`].
+    #[must_use]
+    pub fn redact_headers(mut self, names: impl IntoIterator<Item = http::HeaderName>) -> Self {
+        self.config = self.config.redact_headers(names);
+        self
+    }
+
     /// Decides, for each request, whether it is an admin's (may do
-    /// everything), a read-only user's (`GET`s only) or denied (`403`).
+    /// everything), a read-only user's (`GET`s only, no bodies) or denied
+    /// (`403`).
     #[must_use]
     pub fn authorize(mut self, decide: impl Fn(&Parts) -> Access + Send + Sync + 'static) -> Self {
         self.authorize = Some(Arc::new(decide));
@@ -122,16 +155,12 @@ impl<B: Send + 'static> Service<Request<B>> for InboxAdmin {
             let uri = &parts.uri;
             let host = uri.authority().map(http::uri::Authority::as_str);
             let request = AdminRequest::new(&parts.method, uri.path(), uri.query(), &parts.headers)
-                .host(host);
+                .host(host)
+                .scheme(uri.scheme_str());
             let answer = admin::handle(&*this.inbox, &this.config, access, request).await;
             let mut response = Response::new(Body::from(answer.body_bytes()));
             *response.status_mut() = answer.status;
-            if !answer.body.is_null() {
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-            }
+            *response.headers_mut() = answer.headers;
             Ok(response)
         })
     }

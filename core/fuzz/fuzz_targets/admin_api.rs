@@ -33,8 +33,8 @@ struct Fake {
     /// The last delivery listing's filter.
     deliveries: Mutex<Option<DeliveryFilter>>,
     next: Mutex<Option<DeadLetterCursor>>,
-    /// An empty page to answer listings with (made before the run starts).
-    page: DeadLetterPage,
+    /// Empty pages to answer listings with (made before the run starts).
+    pages: &'static Pages,
     applied: bool,
     down: bool,
     /// Whether a replay, discard or purge reached the inbox.
@@ -98,7 +98,7 @@ impl Inbox for Fake {
         if self.down {
             return Err(InboxError::Timeout);
         }
-        let mut page = self.page.clone();
+        let mut page = self.pages.dead.clone();
         page.next = self.next.lock().unwrap().clone();
         Ok(page)
     }
@@ -143,7 +143,7 @@ impl Inbox for Fake {
         if self.down {
             return Err(InboxError::Timeout);
         }
-        Ok(empty_deliveries())
+        Ok(self.pages.deliveries.clone())
     }
     async fn delivery_get(&self, key: &str) -> Result<Option<Delivery>, InboxError> {
         self.saw_key(key)?;
@@ -163,30 +163,31 @@ impl Inbox for Fake {
     }
 }
 
-/// An empty page, made the way a caller outside the crate can (the struct
-/// is non-exhaustive): by asking an empty SQLite inbox, once.
-fn empty_page() -> DeadLetterPage {
-    static PAGE: std::sync::OnceLock<DeadLetterPage> = std::sync::OnceLock::new();
-    PAGE.get_or_init(|| runtime().block_on(async {
-        let inbox = webhooks_core::inbox::SqliteInbox::connect("sqlite::memory:")
-            .await
-            .unwrap();
-        inbox.migrate().await.unwrap();
-        inbox.dead_letters(&DeadLetterFilter::default()).await.unwrap()
-    }))
-    .clone()
+/// Empty pages, made the way a caller outside the crate can (the structs
+/// are non-exhaustive): by asking an empty SQLite inbox, once, before any
+/// request runs. Never from inside the fake's methods: they run on the
+/// runtime, and a `block_on` there would nest a runtime (the panic
+/// "Cannot start a runtime from within a runtime" that stopped this
+/// target within seconds).
+struct Pages {
+    dead: DeadLetterPage,
+    deliveries: DeliveryPage,
 }
 
-fn empty_deliveries() -> DeliveryPage {
-    static PAGE: std::sync::OnceLock<DeliveryPage> = std::sync::OnceLock::new();
-    PAGE.get_or_init(|| runtime().block_on(async {
-        let inbox = webhooks_core::inbox::SqliteInbox::connect("sqlite::memory:")
-            .await
-            .unwrap();
-        inbox.migrate().await.unwrap();
-        inbox.deliveries(&DeliveryFilter::default()).await.unwrap()
-    }))
-    .clone()
+fn pages() -> &'static Pages {
+    static PAGES: std::sync::OnceLock<Pages> = std::sync::OnceLock::new();
+    PAGES.get_or_init(|| {
+        runtime().block_on(async {
+            let inbox = webhooks_core::inbox::SqliteInbox::connect("sqlite::memory:")
+                .await
+                .unwrap();
+            inbox.migrate().await.unwrap();
+            Pages {
+                dead: inbox.dead_letters(&DeadLetterFilter::default()).await.unwrap(),
+                deliveries: inbox.deliveries(&DeliveryFilter::default()).await.unwrap(),
+            }
+        })
+    })
 }
 
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -201,9 +202,12 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    /// Anything at all.
+    /// Anything at all; `route` (when some) replaces the path with one of
+    /// the API's routes, so that every route is reached from an empty
+    /// corpus, and `path` is appended to it.
     Raw {
         method: u8,
+        route: Option<u8>,
         path: String,
         query: Option<String>,
         /// Bit 0: `Content-Type: application/json`; bit 1: a foreign
@@ -230,6 +234,21 @@ struct Input {
     applied: bool,
     down: bool,
 }
+
+/// The API's routes (a keyed route's key follows from the input's path).
+const ROUTES: [&str; 11] = [
+    "/stats",
+    "/activity",
+    "/pause",
+    "/resume",
+    "/purge",
+    "/deliveries",
+    "/deliveries/",
+    "/dead-letters",
+    "/dead-letters/",
+    "/dead-letters/k/replay",
+    "",
+];
 
 const METHODS: [Method; 5] = [
     Method::GET,
@@ -284,7 +303,9 @@ async fn call(
         map.insert("sec-fetch-site", http::HeaderValue::from_static("cross-site"));
     }
     let request = admin::AdminRequest::new(method, path, query, &map);
-    admin::handle(inbox, &admin::AdminConfig::default(), None, request).await
+    // No hook: served as an admin, so that every route is reached.
+    let config = admin::AdminConfig::default().allow_unauthenticated();
+    admin::handle(inbox, &config, None, request).await
 }
 
 const CLIENT: u8 = 1;
@@ -295,7 +316,7 @@ fuzz_target!(|input: Input| {
         filter: Mutex::new(None),
         deliveries: Mutex::new(None),
         next: Mutex::new(None),
-        page: empty_page(),
+        pages: pages(),
         applied: input.applied,
         down: input.down,
         changed: AtomicBool::new(false),
@@ -304,11 +325,16 @@ fuzz_target!(|input: Input| {
         match input.op {
             Op::Raw {
                 method,
+                route,
                 path,
                 query,
                 headers,
             } => {
                 let method = &METHODS[usize::from(method) % METHODS.len()];
+                let path = match route {
+                    Some(route) => format!("{}{path}", ROUTES[usize::from(route) % ROUTES.len()]),
+                    None => path,
+                };
                 let answer = call(&fake, method, &path, query.as_deref(), headers).await;
                 assert!(allowed(answer.status), "{:?}", answer.status);
                 if !method.is_safe() && headers & 0b111 != CLIENT {

@@ -10,19 +10,28 @@ use sha2::Sha256;
 /// How long a token printed in a page stays valid.
 pub(super) const TOKEN_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 
-/// The key that signs the tokens (random per console unless configured).
+/// The key that signs the tokens (random per console unless configured),
+/// wiped when dropped.
 #[derive(Clone)]
-pub(super) struct CsrfKey([u8; 32]);
+pub(crate) struct CsrfKey([u8; 32]);
+
+impl Drop for CsrfKey {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
+impl zeroize::ZeroizeOnDrop for CsrfKey {}
 
 impl CsrfKey {
     pub(super) fn random() -> Self {
-        let mut key = [0_u8; 32];
+        let mut key = Self([0_u8; 32]);
         // Without randomness no key can be trusted: the key stays all zeros,
         // which `verify` never accepts, so every action is refused.
-        if getrandom::fill(&mut key).is_err() {
-            key = [0; 32];
+        if getrandom::fill(&mut key.0).is_err() {
+            key.0 = [0; 32];
         }
-        Self(key)
+        key
     }
 
     pub(super) fn from_bytes(key: [u8; 32]) -> Self {

@@ -12,8 +12,8 @@
 //!
 //! | page | what |
 //! |---|---|
-//! | `/` | whether processing runs or is paused (admins: pause / resume, see [`Inbox::set_paused`]), counts (depth, due, oldest due age, in flight, dead, completed), a chart of them, dead letters by scheme and event type; purge completed |
-//! | `/dead` | dead letters, filtered by scheme, event type and receipt time (or looked up by delivery id or key), cursor-paginated; replay or discard the selected ones, or all that match the filter (the count shown first, at most [`bulk_limit`](Console::bulk_limit)) |
+//! | `/` | whether processing runs or is paused (admins: pause / resume, see [`Inbox::set_paused`]), counts (depth, due, oldest due age, in flight, dead, completed), a chart of them, dead letters by scheme and event type; purge completed (younger than [`min_purge_age`](Console::min_purge_age) only with "force" ticked) |
+//! | `/dead` | dead letters, filtered by scheme, event type and receipt time (or looked up by delivery id or key), cursor-paginated; replay or discard the selected ones, or all that match the filter (the count shown first, at most [`bulk_limit`](Console::bulk_limit)); a delivery-id lookup or a count stops once the store has examined 10,000 dead letters, and offers to continue |
 //! | `/deliveries?state=` | the deliveries in one state — tabs Due, Retrying, In flight, Dead, Completed ([`DeliveryState`](crate::inbox::DeliveryState)) — newest first (or oldest first), filtered by scheme, event type, delivery id and receipt time, cursor-paginated; read-only (the dead letters' actions are on `/dead`) |
 //! | `/deliveries/item?key=` | one delivery in any state: its state, attempts, due time or lease end, last error, kept headers (credentials redacted), the body (admins) |
 //! | `/dead/item?key=` | one dead letter: metadata, kept headers (credentials redacted), the body (pretty-printed when JSON, capped), raw download |
@@ -52,7 +52,7 @@
 //! ```
 
 mod assets;
-mod csrf;
+pub(crate) mod csrf;
 mod render;
 
 use std::collections::BTreeMap;
@@ -66,6 +66,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use crate::inbox::{
     DeadLetter, DeadLetterCursor, DeadLetterFilter, DeliveryFilter, Inbox, InboxError, Transition,
 };
+use crate::redact::Redaction;
 
 /// `webhooks_console_actions_total`: events affected by console actions,
 /// labelled `action` (`replay`, `discard`, `purge`) and `scope` (`one`,
@@ -83,7 +84,7 @@ pub use crate::inbox::admin::Access;
 
 /// A request to the console, as an adapter translates it: the path is
 /// relative to where the console is mounted.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct ConsoleRequest<'a> {
     method: &'a Method,
     path: &'a str,
@@ -92,6 +93,22 @@ pub struct ConsoleRequest<'a> {
     body: &'a [u8],
     base: &'a str,
     host: Option<&'a str>,
+    scheme: Option<&'a str>,
+}
+
+impl fmt::Debug for ConsoleRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The headers may carry credentials, the form a token: left out.
+        f.debug_struct("ConsoleRequest")
+            .field("method", self.method)
+            .field("path", &self.path)
+            .field("query", &self.query)
+            .field("body_len", &self.body.len())
+            .field("base", &self.base)
+            .field("host", &self.host)
+            .field("scheme", &self.scheme)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> ConsoleRequest<'a> {
@@ -114,6 +131,7 @@ impl<'a> ConsoleRequest<'a> {
             body,
             base: "",
             host,
+            scheme: None,
         }
     }
 
@@ -131,6 +149,18 @@ impl<'a> ConsoleRequest<'a> {
     pub fn host(mut self, host: Option<&'a str>) -> Self {
         if host.is_some() {
             self.host = host;
+        }
+        self
+    }
+
+    /// The scheme the request came over (`https`), when the adapter knows
+    /// it (the URI's, the server's TLS): the `Origin` check compares
+    /// against it, unless a proxy's `Forwarded` / `X-Forwarded-Proto` says
+    /// otherwise. Unknown, only `host[:port]` is compared.
+    #[must_use]
+    pub fn scheme(mut self, scheme: Option<&'a str>) -> Self {
+        if scheme.is_some() {
+            self.scheme = scheme;
         }
         self
     }
@@ -205,6 +235,8 @@ struct Settings {
     bulk_limit: u32,
     body_cap: usize,
     refresh: Duration,
+    min_purge_age: Duration,
+    redaction: Redaction,
 }
 
 impl fmt::Debug for Console {
@@ -214,6 +246,7 @@ impl fmt::Debug for Console {
             .field("bulk_limit", &self.inner.bulk_limit)
             .field("body_cap", &self.inner.body_cap)
             .field("refresh", &self.inner.refresh)
+            .field("min_purge_age", &self.inner.min_purge_age)
             .finish_non_exhaustive()
     }
 }
@@ -232,6 +265,8 @@ impl Console {
                 bulk_limit: 1_000,
                 body_cap: 64 * 1024,
                 refresh: Duration::from_secs(5),
+                min_purge_age: crate::inbox::DEFAULT_RETENTION,
+                redaction: Redaction::new(),
             }),
         }
     }
@@ -266,6 +301,16 @@ impl Console {
         self.settings(|s| s.bodies_for_read_only = yes)
     }
 
+    /// Shows these headers redacted too, besides those named as credentials
+    /// ([`is_credential_header`](crate::redact::is_credential_header)): pass
+    /// your verifier's [`credential_headers`](crate::RequestVerifier::credential_headers)
+    /// when its signature header has a name of your choosing.
+    #[must_use]
+    pub fn redact_headers(self, names: impl IntoIterator<Item = http::HeaderName>) -> Self {
+        let names: Vec<_> = names.into_iter().collect();
+        self.settings(|s| s.redaction = std::mem::take(&mut s.redaction).headers(names))
+    }
+
     /// The most dead letters one "all matching the filter" action affects
     /// (default 1,000, at least 1).
     #[must_use]
@@ -285,6 +330,16 @@ impl Console {
     #[must_use]
     pub fn refresh(self, every: Duration) -> Self {
         self.settings(|s| s.refresh = every)
+    }
+
+    /// The smallest age a purge of completed events accepts unless the
+    /// form's "force" box is ticked (default: [`DEFAULT_RETENTION`](crate::inbox::DEFAULT_RETENTION),
+    /// 7 days, the admin API's floor too): your inbox's retention when it is
+    /// not the default. The completed events are the inbox's memory of
+    /// processed deliveries: a sender's retry of a purged one runs again.
+    #[must_use]
+    pub fn min_purge_age(self, age: Duration) -> Self {
+        self.settings(|s| s.min_purge_age = age)
     }
 
     /// Answers one request. `access` is what the application's `authorize`
@@ -338,6 +393,7 @@ impl Console {
                 String::new()
             },
             refresh_secs: self.inner.refresh.as_secs(),
+            min_purge_age: self.inner.min_purge_age,
         };
         let query = parse_form(request.query.unwrap_or("").as_bytes());
         let result = match (request.method, path) {
@@ -354,6 +410,7 @@ impl Console {
                 }
                 if let Err(reason) = crate::cross_site::check_origin(
                     request.headers,
+                    request.scheme,
                     request.host,
                     &self.inner.allowed_origins,
                     crate::cross_site::Client::Browser,
@@ -448,24 +505,23 @@ impl Console {
         let delivery = field(query, "delivery_id").filter(|v| !v.is_empty());
         let page = if let Some(wanted) = delivery {
             // The store cannot filter on delivery ids: look the value up as a
-            // key, then scan a bounded number of dead letters for it.
+            // key (on the first page), then scan a bounded number of dead
+            // letters for it, from the cursor when continuing.
             let mut found = Vec::new();
-            if let Some(dead) = self.inner.inbox.dead_letter_get(wanted).await? {
+            if filter.after.is_none()
+                && let Some(dead) = self.inner.inbox.dead_letter_get(wanted).await?
+            {
                 found.push(strip_body(dead));
             }
-            let scan = DeadLetterFilter {
-                after: None,
-                ..filter.clone()
-            };
             let matched = self
-                .collect(&scan, DELIVERY_SCAN, |d| {
+                .collect(&filter, DELIVERY_SCAN, |d| {
                     d.meta.delivery_id.as_deref() == Some(wanted) && d.meta.key != wanted
                 })
                 .await?;
             found.extend(matched.items);
             render::ListPage {
                 items: found,
-                next: None,
+                next: matched.next,
                 scanned_all: !matched.more,
             }
         } else {
@@ -503,6 +559,10 @@ impl Console {
             ));
         };
         let show_body = view.admin || self.inner.bodies_for_read_only;
+        let dead = DeadLetter {
+            meta: self.redact(dead.meta),
+            ..dead
+        };
         Ok(ConsoleResponse::html(
             StatusCode::OK,
             render::detail(view, &dead, show_body, self.inner.body_cap),
@@ -553,6 +613,13 @@ impl Console {
         let found = self
             .collect(&filter, self.inner.bulk_limit as usize, |_| true)
             .await?;
+        let scope = if found.capped {
+            render::Counted::Capped
+        } else if found.more {
+            render::Counted::Limited
+        } else {
+            render::Counted::All
+        };
         let params = render::ListParams {
             delivery_id: "",
             ..list_params(query)
@@ -564,7 +631,7 @@ impl Console {
                 action.name(),
                 &params,
                 found.items.len(),
-                found.more,
+                scope,
                 self.inner.bulk_limit,
             ),
         ))
@@ -596,8 +663,21 @@ impl Console {
                     "older_than is a duration: 90s, 30m, 12h or 7d",
                 ));
             };
+            let force = matches!(field(form, "force"), Some("on" | "true" | "1"));
+            let minimum = self.inner.min_purge_age;
+            if older_than < minimum && !force {
+                return Ok(bad_request(
+                    view.base,
+                    &format!(
+                        "older_than is below the minimum of {}: the completed events are the \
+                         inbox's memory of processed deliveries (a sender's retry of a purged \
+                         one runs again). Tick \"force\" to purge them anyway.",
+                        render::duration_text(minimum)
+                    ),
+                ));
+            }
             let purged = inbox.purge_completed(older_than).await?;
-            tracing::info!(target: "webhooks_core::console", who = %who, action = "purge", older_than_secs = older_than.as_secs(), purged, "console action");
+            tracing::info!(target: "webhooks_core::console", who = %who, action = "purge", older_than_secs = older_than.as_secs(), force, purged, "console action");
             count("purge", "completed", purged);
             return Ok(ConsoleResponse::see_other(&format!(
                 "{}/?done=purge&n={purged}",
@@ -668,7 +748,9 @@ impl Console {
     }
 
     /// Dead letters matching `filter` and `keep`, at most `limit`, reading
-    /// pages from the store; `more` when the limit cut the scan short.
+    /// pages from the store from `filter.after` on, until the store has
+    /// examined [`SCAN_CAP`] dead letters (matched or not: on Redis a call
+    /// examines up to its budget and may return none of them).
     async fn collect(
         &self,
         filter: &DeadLetterFilter,
@@ -682,24 +764,46 @@ impl Console {
             ..filter.clone()
         };
         let mut items = Vec::new();
-        let mut read = 0_usize;
+        let mut examined = 0_u64;
         loop {
             let page = self.inner.inbox.dead_letters(&filter).await?;
+            examined = examined.saturating_add(page.examined);
+            // Where a continuation starts: past the last dead letter looked at.
+            let mut last = filter.after.take();
             for dead in page.items {
-                read += 1;
                 if keep(&dead) {
                     if items.len() == limit {
-                        return Ok(Collected { items, more: true });
+                        return Ok(Collected {
+                            items,
+                            more: true,
+                            capped: false,
+                            next: last,
+                        });
                     }
+                    last = Some(cursor_of(&dead));
                     items.push(dead);
-                }
-                if read >= SCAN_CAP {
-                    return Ok(Collected { items, more: true });
+                } else {
+                    last = Some(cursor_of(&dead));
                 }
             }
             match page.next {
+                Some(next) if examined >= SCAN_CAP => {
+                    return Ok(Collected {
+                        items,
+                        more: true,
+                        capped: true,
+                        next: Some(next),
+                    });
+                }
                 Some(next) => filter.after = Some(next),
-                None => return Ok(Collected { items, more: false }),
+                None => {
+                    return Ok(Collected {
+                        items,
+                        more: false,
+                        capped: false,
+                        next: None,
+                    });
+                }
             }
         }
     }
@@ -748,10 +852,25 @@ impl Console {
             ));
         };
         let show_body = view.admin || self.inner.bodies_for_read_only;
+        let one = crate::inbox::Delivery {
+            meta: self.redact(one.meta),
+            ..one
+        };
         Ok(ConsoleResponse::html(
             StatusCode::OK,
             render::delivery(view, &one, show_body, self.inner.body_cap),
         ))
+    }
+
+    /// The configured headers' values masked before rendering (the page
+    /// redacts those named as credentials itself).
+    fn redact(&self, mut meta: crate::inbox::EventMeta) -> crate::inbox::EventMeta {
+        for (name, value) in &mut meta.headers {
+            if self.inner.redaction.is_configured(name) {
+                *value = Redaction::mask(value);
+            }
+        }
+        meta
     }
 }
 
@@ -770,14 +889,32 @@ fn delivery_filter(query: &[(String, String)]) -> Result<DeliveryFilter, &'stati
 
 /// How many dead letters the overview groups by scheme and event type.
 const BREAKDOWN_SAMPLE: usize = 250;
-/// How many dead letters a delivery-id lookup scans.
+/// The most dead letters a delivery-id lookup lists.
 const DELIVERY_SCAN: usize = 10_000;
-/// The most dead letters one request reads from the store.
-const SCAN_CAP: usize = 10_000;
+/// The most dead letters one request has the store examine (the store's
+/// [`DeadLetterPage::examined`](crate::inbox::DeadLetterPage::examined)):
+/// it stops after the call that reaches it (on Redis, calls of
+/// `DEAD_LETTER_SCAN_BUDGET` entries per partition), with a cursor to
+/// continue from.
+const SCAN_CAP: u64 = 10_000;
 
+/// What [`Console::collect`] found.
 struct Collected {
     items: Vec<DeadLetter>,
+    /// The limit or the scan cap stopped it before the end.
     more: bool,
+    /// The scan cap stopped it.
+    capped: bool,
+    /// Where to continue, when it stopped before the end.
+    next: Option<DeadLetterCursor>,
+}
+
+/// The cursor just past `dead`.
+fn cursor_of(dead: &DeadLetter) -> DeadLetterCursor {
+    DeadLetterCursor {
+        received_at_ms: crate::inbox::to_ms(dead.meta.received_at),
+        key: dead.meta.key.clone(),
+    }
 }
 
 #[derive(Clone, Copy)]

@@ -18,6 +18,8 @@ pub(super) struct View<'a> {
     pub(super) admin: bool,
     pub(super) csrf: String,
     pub(super) refresh_secs: u64,
+    /// The youngest purge allowed without "force".
+    pub(super) min_purge_age: Duration,
 }
 
 /// The list's filter, echoed in the form and in links.
@@ -228,7 +230,11 @@ pub(super) fn overview(
             h2 { "Purge completed events" }
             form.panel.filters method="post" action={ (base) "/purge" } {
                 (csrf_field(view))
-                label { "completed more than … ago" input type="text" name="older_than" value="7d" required; }
+                label { "completed more than … ago" input type="text" name="older_than" value=(duration_text(view.min_purge_age)) required; }
+                label.check {
+                    input type="checkbox" name="force" value="on";
+                    " force: also younger than " (duration_text(view.min_purge_age)) " (retries of purged deliveries run again)"
+                }
                 button.danger type="submit" data-confirm="Delete the completed events older than this? A sender's retry of a purged delivery is processed again." { "Purge" }
             }
         }
@@ -410,18 +416,26 @@ pub(super) fn dead_list(
                     (table)
                 }
             }
-            @if !page.scanned_all { p.muted { "Only the oldest 10,000 dead letters were searched for this delivery id." } }
+            @if !page.scanned_all { p.muted { "The search for this delivery id stopped after 10,000 dead letters (the most one page examines)." } }
             @if let Some(next) = &page.next {
-                p { a.button.secondary rel="next" href={ (base) "/dead" (back) "&" (encode(&[("after", &next.to_string())])) } { "Next page →" } }
+                p { a.button.secondary rel="next" href={ (base) "/dead" (back) "&" (encode(&[("after", &next.to_string())])) } {
+                    @if page.scanned_all { "Next page →" } @else { "Continue the search →" }
+                } }
             }
             p.muted { "Oldest first (the store's order)." }
         }
+    };
+    // A delivery-id lookup scans up to 10,000 dead letters: not on a timer.
+    let refresh = if params.delivery_id.is_empty() {
+        view.refresh_secs
+    } else {
+        0
     };
     layout(
         base,
         "Dead letters",
         Some((view, "dead")),
-        view.refresh_secs,
+        refresh,
         &content,
     )
 }
@@ -452,24 +466,13 @@ fn dead_table(view: &View<'_>, page: &ListPage) -> Markup {
     }
 }
 
-/// Header names whose values are credentials: shown redacted.
+/// Header names whose values are credentials: shown redacted ([`crate::redact`]).
 fn redacted(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    [
-        "signature",
-        "authorization",
-        "cookie",
-        "token",
-        "secret",
-        "api-key",
-        "apikey",
-        "password",
-    ]
-    .iter()
-    .any(|part| name.contains(part))
+    crate::redact::is_credential_header(name)
 }
 
-/// The body as shown: pretty JSON, text, or a note for binary; capped.
+/// The body as shown: pretty JSON, text, or a note for binary; capped at
+/// `cap` bytes (`true` when cut).
 fn body_text(body: &[u8], cap: usize) -> (String, bool) {
     let Ok(text) = std::str::from_utf8(body) else {
         return (
@@ -477,37 +480,49 @@ fn body_text(body: &[u8], cap: usize) -> (String, bool) {
             false,
         );
     };
-    let text = if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
-        indent_json(text)
-    } else {
-        text.to_owned()
-    };
-    if text.len() <= cap {
-        return (text, false);
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+        return indent_json(text, cap);
     }
-    let mut end = cap;
+    let shown = &text[..floor_char_boundary(text, cap)];
+    (shown.to_owned(), shown.len() < text.len())
+}
+
+/// The largest character boundary of `text` at most `at`.
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    let mut end = at.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    (text[..end].to_owned(), true)
+    end
 }
 
 /// Re-indents valid JSON text as sent: keys keep their order, and strings
 /// and numbers their exact spelling (a parse and re-print would sort keys
-/// and normalise numbers).
-fn indent_json(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 2);
+/// and normalise numbers). Stops once the output reaches `cap` bytes, cut
+/// at a character boundary (`true`): indentation multiplies a deeply nested
+/// document's size (a 1 MiB one 120 deep is 128 MB indented), so the work
+/// and memory are bounded by the cap, not by the body.
+fn indent_json(text: &str, cap: usize) -> (String, bool) {
+    // The output passes the cap by at most one step (a character, `": "`,
+    // or a newline's indent, which stops growing at the cap).
+    let mut out = String::with_capacity(text.len().saturating_mul(2).min(cap.saturating_add(8)));
     let mut depth = 0_usize;
     let mut in_string = false;
     let mut escaped = false;
     let newline = |out: &mut String, depth: usize| {
         out.push('\n');
         for _ in 0..depth {
+            if out.len() > cap {
+                break;
+            }
             out.push_str("  ");
         }
     };
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
+        if out.len() > cap {
+            break;
+        }
         if in_string {
             out.push(c);
             if escaped {
@@ -551,7 +566,11 @@ fn indent_json(text: &str) -> String {
             c => out.push(c),
         }
     }
-    out
+    if out.len() > cap {
+        out.truncate(floor_char_boundary(&out, cap));
+        return (out, true);
+    }
+    (out, false)
 }
 
 /// One dead letter.
@@ -585,7 +604,7 @@ pub(super) fn detail(view: &View<'_>, dead: &DeadLetter, show_body: bool, cap: u
                 dt { "delivery id" } dd { code { (meta.delivery_id.as_deref().unwrap_or("—")) } }
                 dt { "matched key" } dd { @if meta.matched_key.is_empty() { "—" } @else { (meta.matched_key) } }
                 dt { "received" } dd { (when(meta.received_at)) " (" (ago(meta.received_at)) ")" }
-                dt { "signed at" } dd { (meta.signed_at.map_or_else(|| "—".to_owned(), |s| when(UNIX_EPOCH + Duration::from_secs(s)))) }
+                dt { "signed at" } dd { (signed(meta.signed_at)) }
                 dt { "attempts" } dd { (dead.attempts) }
                 dt { "dead since" } dd { (when(dead.dead_at)) " (" (ago(dead.dead_at)) ")" }
                 dt { "next attempt" } dd { "none: dead letters wait for a replay" }
@@ -742,7 +761,7 @@ pub(super) fn delivery(view: &View<'_>, one: &Delivery, show_body: bool, cap: us
                 dt { "delivery id" } dd { code { (meta.delivery_id.as_deref().unwrap_or("—")) } }
                 dt { "matched key" } dd { @if meta.matched_key.is_empty() { "—" } @else { (meta.matched_key) } }
                 dt { "received" } dd { (when(meta.received_at)) " (" (ago(meta.received_at)) ")" }
-                dt { "signed at" } dd { (meta.signed_at.map_or_else(|| "—".to_owned(), |s| when(UNIX_EPOCH + Duration::from_secs(s)))) }
+                dt { "signed at" } dd { (signed(meta.signed_at)) }
                 dt { "attempts" } dd { (one.attempts) }
                 @if let Some(due) = one.due_at { dt { "due" } dd { (when(due)) } }
                 @if let Some(until) = one.lease_until { dt { "lease ends" } dd { (when(until)) } }
@@ -773,15 +792,27 @@ pub(super) fn delivery(view: &View<'_>, one: &Delivery, show_body: bool, cap: us
     layout(base, "Delivery", Some((view, "deliveries")), 0, &content)
 }
 
+/// How far the count before a bulk action got.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Counted {
+    /// Every dead letter was examined.
+    All,
+    /// More than the bulk limit match.
+    Limited,
+    /// The search stopped after examining the oldest 10,000.
+    Capped,
+}
+
 /// "Replay/discard all matching": the count first, then the button.
 pub(super) fn bulk_confirm(
     view: &View<'_>,
     action: &str,
     params: &ListParams<'_>,
     count: usize,
-    more: bool,
+    counted: Counted,
     limit: u32,
 ) -> Markup {
+    let more = counted == Counted::Limited;
     let base = view.base;
     let content = html! {
         h1 { (if action == "replay" { "Replay" } else { "Discard" }) " dead letters" }
@@ -794,9 +825,11 @@ pub(super) fn bulk_confirm(
                 @if !params.from.is_empty() { " received from " code { (params.from) } }
                 @if !params.until.is_empty() { " until " code { (params.until) } }
                 @if !params.filtered() { " (no filter: all of them)" }
+                @if counted == Counted::Capped { " among the oldest 10,000 examined" }
                 "."
             }
             @if more { p.warn { "One action affects at most " (limit) " (the oldest first): run it again for the rest." } }
+            @if counted == Counted::Capped { p.warn { "The count stops after examining the oldest 10,000 dead letters; the action affects the ones counted: run it again for the rest." } }
             @if count == 0 {
                 p { a href={ (base) "/dead" (params.query()) } { "Back" } }
             } @else if view.admin {
@@ -817,6 +850,14 @@ pub(super) fn bulk_confirm(
         }
     };
     layout(base, "Confirm", Some((view, "dead")), 0, &content)
+}
+
+/// A stored `signed_at` (epoch seconds, from the sender) as a time; "—"
+/// when absent or beyond what the clock holds (the Redis inbox stores any
+/// `u64`, and adding one above `i64::MAX` seconds to the epoch panics).
+fn signed(at: Option<u64>) -> String {
+    at.and_then(|secs| UNIX_EPOCH.checked_add(Duration::from_secs(secs)))
+        .map_or_else(|| "—".to_owned(), when)
 }
 
 /// `2026-12-01 15:57:21 UTC`.
@@ -842,6 +883,19 @@ fn when(time: SystemTime) -> String {
     )
 }
 
+/// A duration in its largest whole unit, as the purge form reads it:
+/// `7d`, `12h`, `30m`, `90s`.
+pub(super) fn duration_text(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => "0s".to_owned(),
+        _ if s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+        _ if s.is_multiple_of(3_600) => format!("{}h", s / 3_600),
+        _ if s.is_multiple_of(60) => format!("{}m", s / 60),
+        _ => format!("{s}s"),
+    }
+}
+
 /// `3 min ago`.
 fn ago(time: SystemTime) -> String {
     match SystemTime::now().duration_since(time) {
@@ -863,6 +917,14 @@ fn age(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signed_times_beyond_the_clock_are_a_dash() {
+        assert_eq!(signed(None), "—");
+        assert_eq!(signed(Some(0)), "1970-01-01 00:00:00 UTC");
+        assert_eq!(signed(Some(u64::MAX)), "—");
+        assert_eq!(signed(Some(i64::MAX as u64 + 1)), "—");
+    }
 
     #[test]
     fn dates() {
@@ -895,5 +957,44 @@ mod tests {
         );
         assert_eq!(body_text("ééé".as_bytes(), 3), ("é".to_owned(), true));
         assert!(body_text(&[0xff, 0xfe], 100).0.starts_with("(binary"));
+    }
+
+    /// Issue 35, item 3: a 1 MiB body nested 120 deep re-indented whole was
+    /// about 128 MB (each of its 500,000 values on a line indented 240
+    /// spaces) before the 64 KiB cap cut it. The indenter stops at the cap:
+    /// what it builds is bounded by the cap, not by the body's shape.
+    #[test]
+    fn indenting_stops_at_the_cap() {
+        const CAP: usize = 64 * 1024;
+        let depth = 120;
+        let mut body = "[".repeat(depth);
+        while body.len() < 1024 * 1024 {
+            body.push_str("1,");
+        }
+        body.push('1');
+        body.push_str(&"]".repeat(depth));
+        assert!(serde_json::from_str::<serde::de::IgnoredAny>(&body).is_ok());
+        let (text, cut) = indent_json(&body, CAP);
+        assert!(cut);
+        assert!(text.len() <= CAP, "{} bytes built", text.len());
+        assert!(
+            text.capacity() <= CAP + 1024,
+            "{} bytes reserved",
+            text.capacity()
+        );
+        assert!(text.starts_with("[\n  [\n    ["), "{}", &text[..40]);
+        let (shown, cut) = body_text(body.as_bytes(), CAP);
+        assert!(cut && shown.len() <= CAP && shown == text);
+        // A short document is indented whole, and not marked cut.
+        assert_eq!(
+            indent_json("[[1,2],{}]", CAP),
+            ("[\n  [\n    1,\n    2\n  ],\n  {}\n]".to_owned(), false)
+        );
+        // The cut falls on a character boundary.
+        let (text, cut) = indent_json("[\"ééééé\"]", 8);
+        assert!(
+            cut && text.len() <= 8 && text.is_char_boundary(text.len()),
+            "{text:?}"
+        );
     }
 }

@@ -46,8 +46,9 @@ use crate::ConfigError;
 /// a lost claim lets a second attempt run concurrently, a lost completion
 /// lets a later retry of the delivery run again.
 /// [`wait_for_replicas`](RedisClusterStoreBuilder::wait_for_replicas) closes
-/// most of that window: after each claim, completion and extension the store
-/// sends `WAIT` to the key's primary and reports the operation as failed
+/// most of that window: each claim, completion and extension goes to the
+/// key's primary in one pipeline with a `WAIT` (so that the count is the one
+/// of the connection that wrote), and the store reports the operation as failed
 /// (a 503 for a claim, a retried completion) unless that many replicas
 /// acknowledged it. `WAIT` does not make Redis strongly consistent (a
 /// replica that acknowledged may still lose an election to one that did
@@ -92,9 +93,98 @@ pub struct RedisClusterStore {
 
 /// `WAIT replicas timeout` after each write.
 #[derive(Debug, Clone, Copy)]
-struct WaitForReplicas {
-    replicas: u32,
-    timeout: Duration,
+pub(crate) struct WaitForReplicas {
+    pub(crate) replicas: u32,
+    pub(crate) timeout: Duration,
+}
+
+/// Why [`write_then_wait`] has no answer.
+#[derive(Debug)]
+pub(crate) enum WaitError {
+    /// An error from Redis or the connection (a redirection, a
+    /// reconnection, a node that failed between the write and its `WAIT`).
+    Redis(redis::RedisError),
+    /// No answer within the timeout.
+    Timeout,
+}
+
+impl From<redis::RedisError> for WaitError {
+    fn from(error: redis::RedisError) -> Self {
+        Self::Redis(error)
+    }
+}
+
+/// Runs `cmd` (an `EVALSHA` of `script` on keys of `slot_key`'s slot) and
+/// `WAIT replicas timeout` as **one pipeline on one connection**, to the
+/// primary that owns the slot, and answers the script's reply with the
+/// replica count that `WAIT` reported.
+///
+/// Why one pipeline: `WAIT` counts the replicas that acknowledged the
+/// replication offset of *its own connection's* last write. Sent apart, a
+/// `WAIT` the cluster client retries (after the node died, a reconnection,
+/// a redirection) runs on another connection — the promoted replica's, or
+/// any primary the client falls back to — whose count says nothing about
+/// the write: the write could be answered as replicated while the replica
+/// never had it (issue 35). In one pipeline the two replies come from the
+/// same connection in order; a retry re-sends both (the scripts are
+/// idempotent), and a reply with a redirection for the script is retried by
+/// the client, never answered. The script must write on every path whose
+/// answer is acknowledged (the accept script counts a duplicate), so that
+/// the connection's offset covers the data the answer vouches for.
+///
+/// A node without the script (`NOSCRIPT`, after a failover) gets it loaded
+/// and the pipeline sent again, once.
+pub(crate) async fn write_then_wait(
+    connection: &ClusterConnection,
+    script: &Script,
+    cmd: redis::Cmd,
+    slot_key: &[u8],
+    wait: WaitForReplicas,
+    command_timeout: Duration,
+) -> Result<(redis::Value, u32), WaitError> {
+    let route = SingleNodeRoutingInfo::SpecificNode(Route::with_key(slot_key, SlotAddr::Master));
+    let mut pipeline = redis::pipe();
+    pipeline
+        .add_command(cmd)
+        .cmd("WAIT")
+        .arg(wait.replicas)
+        .arg(millis(wait.timeout));
+    let mut connection = connection.clone();
+    let run = async {
+        let mut loaded = false;
+        loop {
+            let replies = connection
+                .route_pipeline(pipeline.clone(), 0, 2, route.clone())
+                .await?;
+            let mut replies = replies.into_iter();
+            let (Some(reply), Some(waited), None) =
+                (replies.next(), replies.next(), replies.next())
+            else {
+                return Err(WaitError::Redis(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "a pipeline of two commands answered another number of replies",
+                ))));
+            };
+            match reply {
+                redis::Value::ServerError(error)
+                    if !loaded && error.kind() == Some(redis::ServerErrorKind::NoScript) =>
+                {
+                    script.load_async(&mut connection).await?;
+                    loaded = true;
+                }
+                reply => {
+                    let reply = reply.extract_error()?;
+                    let acknowledged =
+                        redis::from_redis_value::<u32>(waited).map_err(redis::RedisError::from)?;
+                    return Ok((reply, acknowledged));
+                }
+            }
+        }
+    };
+    match tokio::time::timeout(command_timeout + wait.timeout, run).await {
+        Ok(result) => result,
+        Err(_) => Err(WaitError::Timeout),
+    }
 }
 
 impl fmt::Debug for RedisClusterStore {
@@ -186,9 +276,17 @@ impl RedisClusterStoreBuilder {
     /// # Errors
     ///
     /// [`OpenError::Config`] for node URLs redis-rs does not accept (or
-    /// none), or an address map entry that is not `host:port`;
+    /// none), a key prefix with a brace, or an address map entry that is
+    /// not `host:port`;
     /// [`OpenError::Store`] when no node can be reached in time.
     pub async fn connect(self) -> Result<RedisClusterStore, OpenError> {
+        if self.prefix.contains(['{', '}']) {
+            return Err(ConfigError::Invalid {
+                what: "redis cluster key prefix",
+                reason: "has a brace: a hash tag would put every key in one slot",
+            }
+            .into());
+        }
         let connection = cluster_connection(
             &self.nodes,
             self.connect_timeout,
@@ -372,47 +470,59 @@ impl RedisClusterStore {
         token: ClaimToken,
         millis: &[u64],
     ) -> Result<T, StoreError> {
-        let cmd = eval_cmd(script, &self.prefix, key, token, millis);
+        let cmd = eval_cmd(script, &key_prefix(&self.prefix, key), key, token, millis);
         let mut connection = self.connection.clone();
         run_script(&mut connection, script, &cmd, self.command_timeout).await
     }
 
-    /// With [`wait_for_replicas`](RedisClusterStoreBuilder::wait_for_replicas):
-    /// `WAIT` on `key`'s primary (on the connection that wrote), an error
-    /// unless enough replicas acknowledged.
-    async fn replicated(&self, key: &str) -> Result<(), StoreError> {
+    /// `script` on `key`; with
+    /// [`wait_for_replicas`](RedisClusterStoreBuilder::wait_for_replicas),
+    /// in one pipeline with its `WAIT` ([`write_then_wait`]), answered with
+    /// the replica count that `WAIT` reported (`None` without the wait).
+    async fn run_waited<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        key: &str,
+        token: ClaimToken,
+        millis: &[u64],
+    ) -> Result<(T, Option<u32>), StoreError> {
         let Some(wait) = self.wait else {
-            return Ok(());
+            return Ok((self.run(script, key, token, millis).await?, None));
         };
-        let slot_key = format!("{}{key}", self.prefix);
-        let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+        let prefix = key_prefix(&self.prefix, key);
+        let cmd = eval_cmd(script, &prefix, key, token, millis);
+        let slot_key = format!("{prefix}{key}");
+        let (reply, acknowledged) = write_then_wait(
+            &self.connection,
+            script,
+            cmd,
             slot_key.as_bytes(),
-            SlotAddr::Master,
-        )));
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(wait.replicas).arg(millis(wait.timeout));
-        let mut connection = self.connection.clone();
-        let acknowledged = match tokio::time::timeout(
-            self.command_timeout + wait.timeout,
-            connection.route_command(cmd, route),
+            wait,
+            self.command_timeout,
         )
         .await
-        {
-            Ok(reply) => reply
-                .and_then(|v| Ok(redis::from_redis_value::<u32>(v)?))
-                .map_err(store_error)?,
-            Err(_) => return Err(StoreError::Timeout),
-        };
-        if acknowledged < wait.replicas {
-            return Err(StoreError::unavailable(NotReplicated {
-                acknowledged,
-                wanted: wait.replicas,
-            }));
-        }
-        Ok(())
+        .map_err(|error| match error {
+            WaitError::Redis(error) => store_error(error),
+            WaitError::Timeout => StoreError::Timeout,
+        })?;
+        let reply = redis::from_redis_value(reply).map_err(|e| store_error(e.into()))?;
+        Ok((reply, Some(acknowledged)))
     }
 
-    /// A token script, then (when it applied) the wait for the replicas.
+    /// An error unless `acknowledged` replicas are enough.
+    fn replicated(&self, acknowledged: Option<u32>) -> Result<(), StoreError> {
+        match (self.wait, acknowledged) {
+            (Some(wait), Some(acknowledged)) if acknowledged < wait.replicas => {
+                Err(StoreError::unavailable(NotReplicated {
+                    acknowledged,
+                    wanted: wait.replicas,
+                }))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A token script (with its wait for the replicas, when it applied).
     async fn token_script(
         &self,
         script: &Script,
@@ -420,11 +530,27 @@ impl RedisClusterStore {
         token: ClaimToken,
         millis: &[u64],
     ) -> Result<Transition, StoreError> {
-        let answer = transition(self.run(script, key, token, millis).await?);
+        let (answer, acknowledged) = self.run_waited(script, key, token, millis).await?;
+        let answer = transition(answer);
         if answer == Transition::Applied {
-            self.replicated(key).await?;
+            self.replicated(acknowledged)?;
         }
         Ok(answer)
+    }
+}
+
+/// The prefix of `key`'s name in the cluster: `prefix`, or `{}` and
+/// `prefix` for a key with a brace. Redis hashes only what is between a
+/// name's first `{` and the next `}` when that is not empty: a delivery id
+/// with `{…}` in it would choose its own slot (every such delivery on one
+/// primary). A leading empty tag `{}` makes Redis hash the whole name.
+/// Names of brace-free keys are unchanged, and none of them starts with
+/// `{}` (the prefix has no brace), so no two keys share a name.
+fn key_prefix<'a>(prefix: &'a str, key: &str) -> std::borrow::Cow<'a, str> {
+    if key.contains(['{', '}']) {
+        std::borrow::Cow::Owned(format!("{{}}{prefix}"))
+    } else {
+        std::borrow::Cow::Borrowed(prefix)
     }
 }
 
@@ -494,12 +620,12 @@ impl DedupStore for RedisClusterStore {
         token: ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        let answer = self
-            .run(&self.scripts.claim, key, token, &[millis(lease), grace()])
+        let (answer, acknowledged) = self
+            .run_waited(&self.scripts.claim, key, token, &[millis(lease), grace()])
             .await?;
         let claim = claim_answer(answer)?;
         if claim == Claim::Claimed
-            && let Err(error) = self.replicated(key).await
+            && let Err(error) = self.replicated(acknowledged)
         {
             // Not safely claimed: let the sender's retry claim again at
             // once rather than after the lease.
@@ -579,6 +705,13 @@ mod tests {
         assert!(reason("nothing").contains("redis-cluster://"));
         let error = cluster_nodes("redis-cluster://u:hunter2@a/5").unwrap_err();
         assert!(!error.to_string().contains("hunter2"), "{error}");
+    }
+
+    #[test]
+    fn keys_with_braces_cannot_choose_their_slot() {
+        assert_eq!(key_prefix("dedup:", "standard:msg_1"), "dedup:");
+        assert_eq!(key_prefix("dedup:", "standard:{x}"), "{}dedup:");
+        assert_eq!(key_prefix("dedup:", "a}b"), "{}dedup:");
     }
 
     #[test]

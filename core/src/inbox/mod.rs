@@ -477,6 +477,12 @@ pub struct DeadLetterPage {
     /// `DEAD_LETTER_SCAN_BUDGET` entries (the page
     /// may then be short, even empty). Follow it until it is `None`.
     pub next: Option<DeadLetterCursor>,
+    /// How many stored dead letters this call examined, matched or not:
+    /// on Redis counted by the listing script (at most
+    /// `DEAD_LETTER_SCAN_BUDGET` per partition, however few match), on SQL
+    /// the rows returned (the database applies the filter). What a caller
+    /// bounds its own scans with (the console stops at 10,000).
+    pub examined: u64,
 }
 
 /// Which deliveries [`Inbox::deliveries`] lists: the state an event is in.

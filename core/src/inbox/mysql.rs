@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures_util::FutureExt as _;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 
+use super::sql::schema::schema_check;
 use super::sql::{Dialect, InboxStatements, LeaseRow, SqlInboxBuilder, leased, sql_inbox};
 use super::{Accepted, ClaimToken, InboxError, LeasedEvent, NewEvent, OpenError, Transition};
 use crate::dedup::sql::within;
@@ -94,6 +95,7 @@ pub struct MySqlInbox {
     command_timeout: Duration,
 }
 
+schema_check!(MySqlInbox);
 sql_inbox!(MySqlInbox, MySqlPool, sqlx::MySql);
 
 impl MySqlInbox {
@@ -297,13 +299,21 @@ impl MySqlInbox {
 }
 
 impl SqlInboxBuilder<MySqlInbox> {
-    /// Opens the pool and one connection. Does not create the table: call
-    /// [`MySqlInbox::migrate`].
+    /// Opens the pool and one connection. Does not create the table:
+    /// call [`MySqlInbox::migrate`].
+    ///
+    /// When the table exists, checks its schema: a table of an earlier
+    /// version (without the control or activity table that `migrate()` now
+    /// adds, on which accepts would succeed while every lease fails) is
+    /// brought up to date by running [`MySqlInbox::migrate`] (idempotent,
+    /// additive). An empty database is left alone.
     ///
     /// # Errors
     ///
     /// [`OpenError::Config`] for a bad URL or table name, [`OpenError::Store`]
-    /// when the database cannot be reached in time.
+    /// when the database cannot be reached in time; also when the table is from an earlier version and
+    /// `migrate()` failed (a user that may not create tables or triggers: the error names `migrate()` and what
+    /// is missing), or when the table lacks columns this version reads.
     pub async fn connect(self) -> Result<MySqlInbox, OpenError> {
         self.validate()?;
         // sqlx names the scheme `mysql`; MariaDB users may write `mariadb`.
@@ -338,11 +348,10 @@ impl SqlInboxBuilder<MySqlInbox> {
         let pool = within(self.settings.connect_timeout, pool)
             .await
             .map_err(InboxError::from)?;
-        Ok(MySqlInbox::from_parts(
-            pool,
-            &self.settings.table,
-            self.settings.command_timeout,
-        ))
+        let inbox =
+            MySqlInbox::from_parts(pool, &self.settings.table, self.settings.command_timeout);
+        inbox.check_schema().await?;
+        Ok(inbox)
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
+use super::sql::schema::schema_check;
 use super::sql::{Dialect, InboxStatements, SqlInboxBuilder, returning_ops, sql_inbox};
 use super::{ClaimToken, InboxError, OpenError, Transition};
 use crate::dedup::sql::within;
@@ -80,6 +81,7 @@ pub struct PostgresInbox {
     command_timeout: Duration,
 }
 
+schema_check!(PostgresInbox);
 sql_inbox!(PostgresInbox, PgPool, sqlx::Postgres);
 returning_ops!(PostgresInbox);
 
@@ -213,13 +215,21 @@ impl PostgresInbox {
 }
 
 impl SqlInboxBuilder<PostgresInbox> {
-    /// Opens the pool and one connection. Does not create the table: call
-    /// [`PostgresInbox::migrate`].
+    /// Opens the pool and one connection. Does not create the table:
+    /// call [`PostgresInbox::migrate`].
+    ///
+    /// When the table exists, checks its schema: a table of an earlier
+    /// version (without the control or activity table that `migrate()` now
+    /// adds, on which accepts would succeed while every lease fails) is
+    /// brought up to date by running [`PostgresInbox::migrate`] (idempotent,
+    /// additive). An empty database is left alone.
     ///
     /// # Errors
     ///
     /// [`OpenError::Config`] for a bad URL or table name, [`OpenError::Store`]
-    /// when the database cannot be reached in time.
+    /// when the database cannot be reached in time; also when the table is from an earlier version and
+    /// `migrate()` failed (a role that may not create tables: the error names `migrate()` and what
+    /// is missing), or when the table lacks columns this version reads.
     pub async fn connect(self) -> Result<PostgresInbox, OpenError> {
         self.validate()?;
         let options: PgConnectOptions = self.settings.connect_options(
@@ -237,11 +247,10 @@ impl SqlInboxBuilder<PostgresInbox> {
         )
         .await
         .map_err(InboxError::from)?;
-        Ok(PostgresInbox::from_parts(
-            pool,
-            &self.settings.table,
-            self.settings.command_timeout,
-        ))
+        let inbox =
+            PostgresInbox::from_parts(pool, &self.settings.table, self.settings.command_timeout);
+        inbox.check_schema().await?;
+        Ok(inbox)
     }
 }
 

@@ -30,7 +30,8 @@ use crate::ConfigError;
 /// names. On a cluster `P` carries a hash tag (`{…}`), so that every key a
 /// script touches, declared or derived, is in the slot of its `KEYS`.
 /// `count` adds to this minute's activity hash (`P .. 'm:' .. minute`,
-/// fields `a`, `c`, `f`; see [`activity`](super::activity)), setting its
+/// fields `a`, `c`, `f`, and `d` for duplicates; see
+/// [`activity`](super::activity)), setting its
 /// time to live when it creates a field.
 const PRELUDE: &str = r"
 local P = ARGV[1]
@@ -51,9 +52,16 @@ local function fields(k, h, body)
 end
 ";
 
+/// A duplicate is counted (field `d` of the minute's activity hash): besides
+/// the count, that write is what a `WAIT` after the accept waits for (a
+/// script that writes nothing leaves its connection's replication offset
+/// where it was, and the `WAIT` would say nothing about the stored event).
 const ACCEPT: &str = r"
 local h = KEYS[5]
-if redis.call('EXISTS', h) == 1 then return 0 end
+if redis.call('EXISTS', h) == 1 then
+  count('d', 1)
+  return 0
+end
 redis.call('HSET', h, 'scheme', ARGV[3], 'delivery_id', ARGV[4], 'event_type', ARGV[5],
   'matched_key', ARGV[6], 'headers', ARGV[7], 'body', ARGV[8], 'signed_at', ARGV[9],
   'received_at', now, 'state', 0, 'attempts', 0, 'updated_at', now)
@@ -247,9 +255,11 @@ return fields(ARGV[2], h, 'body')
 /// cursor's entry is still dead, else at the first entry of its score, the
 /// entries up to its key skipped — and examines at most `budget` entries,
 /// so that one call stays short however many dead letters a filter skips.
-/// Replies `{rows, cursor}`: the cursor (`{score, key}` of the last entry
-/// examined) whenever the scan stopped before the end (page full or budget
-/// spent), `{}` at the end.
+/// Replies `{rows, cursor, examined}`: the cursor (`{score, key}` of the
+/// last entry examined) whenever the scan stopped before the end (page full
+/// or budget spent), `{}` at the end; `examined` the entries looked at.
+/// Keys of equal scores compare byte-wise ([`BYTE_ORDER`]), as the set
+/// orders them.
 const LIST: &str = r"
 local upto, after, akey = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local scheme, kind, limit, budget = ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -270,29 +280,43 @@ local out, examined, last = {}, 0, {}
 while examined < budget do
   local n = math.min(200, budget - examined)
   local chunk = redis.call('ZRANGE', dead, pos, pos + n - 1, 'WITHSCORES')
-  if #chunk == 0 then return {out, {}} end
+  if #chunk == 0 then return {out, {}, examined} end
   for i = 1, #chunk, 2 do
     local k, raw = chunk[i], chunk[i + 1]
     local score = tonumber(raw)
-    if score >= upto then return {out, {}} end
+    if score >= upto then return {out, {}, examined} end
     examined, pos, last = examined + 1, pos + 1, {raw, k}
-    if not skip or score ~= after or k > akey then
+    if not skip or score ~= after or bytes_after(k, akey) then
       local h = P .. 'e:' .. k
       local f = redis.call('HMGET', h, 'scheme', 'event_type')
       if (scheme == '' or f[1] == scheme) and (kind == '' or f[2] == kind) then
         table.insert(out, fields(k, h, 'no-body'))
-        if #out >= limit then return {out, last} end
+        if #out >= limit then return {out, last, examined} end
       end
     end
   end
 end
-return {out, last}
+return {out, last, examined}
 ";
 
 /// The most dead-set entries one listing call examines (matched or not),
 /// per partition: it returns a cursor after that many, so that a filter
 /// matching few of many dead letters never holds the server for long.
 pub const DEAD_LETTER_SCAN_BUDGET: u32 = 500;
+
+/// Whether key `a` sorts after key `b` in a sorted set's order for equal
+/// scores: byte by byte, a prefix first. Lua's `<` and `>` on strings
+/// collate by the server's locale (`strcoll`: under `en_US.UTF-8`, `key_a`
+/// is before `key_B`), which would skip or repeat keys past a cursor.
+const BYTE_ORDER: &str = r"
+local function bytes_after(a, b)
+  if a == b then return false end
+  local n, i = math.min(#a, #b), 1
+  while i <= n and string.byte(a, i) == string.byte(b, i) do i = i + 1 end
+  if i > n then return #a > #b end
+  return string.byte(a, i) > string.byte(b, i)
+end
+";
 
 /// What a delivery row adds to [`PRELUDE`]'s `fields`: the hash's state,
 /// the due time (the pending set's score, or `''`), the lease end, the clock.
@@ -314,7 +338,8 @@ end
 /// starts just past the cursor and examines at most `budget` entries,
 /// keeping those in the wanted state (a pending event is due when its
 /// pending score is at most now, retrying otherwise) that match the
-/// filters. Replies `{rows, cursor}`, each row `{fields, extra}`.
+/// filters. Replies `{rows, cursor}`, each row `{fields, extra}`. Keys of
+/// equal scores compare byte-wise ([`BYTE_ORDER`]), as the index orders them.
 const DELIVERIES: &str = r"
 local want, desc = ARGV[2], ARGV[3] == '1'
 local from, upto = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -366,7 +391,8 @@ while examined < budget do
     local score = tonumber(raw)
     if (desc and score < from) or (not desc and score >= upto) then return {out, {}} end
     examined, pos, last = examined + 1, pos + 1, {raw, k}
-    if not skip or score ~= after or (desc and k < akey) or (not desc and k > akey) then
+    if not skip or score ~= after or (desc and bytes_after(akey, k))
+      or (not desc and bytes_after(k, akey)) then
       local h = P .. 'e:' .. k
       if matches(k, redis.call('HMGET', h, 'state', 'scheme', 'event_type', 'delivery_id')) then
         table.insert(out, {fields(k, h, 'no-body'), extra(k, h)})
@@ -430,8 +456,10 @@ impl Scripts {
             stats: s(STATS),
             activity: s(ACTIVITY),
             get: s(GET),
-            list: s(LIST),
-            deliveries: Script::new(&format!("{PRELUDE}{DELIVERY_PRELUDE}{DELIVERIES}")),
+            list: Script::new(&format!("{PRELUDE}{BYTE_ORDER}{LIST}")),
+            deliveries: Script::new(&format!(
+                "{PRELUDE}{BYTE_ORDER}{DELIVERY_PRELUDE}{DELIVERIES}"
+            )),
             delivery_get: Script::new(&format!("{PRELUDE}{DELIVERY_PRELUDE}{DELIVERY_GET}")),
         }
     }
@@ -502,6 +530,29 @@ macro_rules! args {
         $( all.extend(redis::ToRedisArgs::to_redis_args($arg)); )*
         all
     }};
+}
+
+/// The accept script's arguments after the event's key.
+fn accept_args(event: &NewEvent) -> Vec<Vec<u8>> {
+    let signed = event.signed_at.map(|s| s.to_string()).unwrap_or_default();
+    args![
+        &event.scheme,
+        &event.delivery_id.clone().unwrap_or_default(),
+        &event.event_type.clone().unwrap_or_default(),
+        &event.matched_key,
+        &encode_headers(&event.headers),
+        &event.body.as_ref(),
+        &signed,
+    ]
+}
+
+/// The accept script's reply: 1 stored, 0 a duplicate.
+pub(super) fn accepted(reply: i64) -> Accepted {
+    if reply == 1 {
+        Accepted::Stored
+    } else {
+        Accepted::Duplicate
+    }
 }
 
 pub(super) fn inbox_error(error: RedisError) -> InboxError {
@@ -602,7 +653,7 @@ fn transition_of(answer: i64) -> Transition {
 
 /// One partition's listing: its rows (with their receipt ms) and where its
 /// scan stopped (`None`: at the end).
-type PartitionPage = (Vec<(i64, DeadLetter)>, Option<DeadLetterCursor>);
+type PartitionPage = (Vec<(i64, DeadLetter)>, Option<DeadLetterCursor>, u64);
 
 impl<C> Engine<C>
 where
@@ -698,27 +749,37 @@ where
     }
 
     pub(super) async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
-        let signed = event.signed_at.map(|s| s.to_string()).unwrap_or_default();
         let stored: i64 = self
             .on_event(
                 &event.stored_key(),
                 &self.scripts.accept,
-                args![
-                    &event.scheme,
-                    &event.delivery_id.clone().unwrap_or_default(),
-                    &event.event_type.clone().unwrap_or_default(),
-                    &event.matched_key,
-                    &encode_headers(&event.headers),
-                    &event.body.as_ref(),
-                    &signed,
-                ],
+                accept_args(event),
             )
             .await?;
-        Ok(if stored == 1 {
-            Accepted::Stored
-        } else {
-            Accepted::Duplicate
-        })
+        Ok(accepted(stored))
+    }
+
+    /// The accept script's call for `event` as one `EVALSHA` command, and
+    /// the script (to load it where it is missing): for the cluster inbox,
+    /// which sends it in a pipeline with its `WAIT`. Its reply reads with
+    /// [`accepted`].
+    #[cfg(feature = "redis-cluster")]
+    pub(super) fn accept_cmd(&self, event: &NewEvent) -> (redis::Cmd, &Script) {
+        let key = event.stored_key();
+        let partition = &self.partitions[partition_of(&key, self.partitions.len())];
+        let script = &self.scripts.accept;
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(partition.sets.len() + 1);
+        for set in &partition.sets {
+            cmd.arg(set);
+        }
+        cmd.arg(format!("{}e:{key}", partition.prefix))
+            .arg(&partition.prefix)
+            .arg(&key);
+        for arg in accept_args(event) {
+            cmd.arg(arg);
+        }
+        (cmd, script)
     }
 
     /// Visits the partitions from a round-robin start, each with what the
@@ -905,7 +966,7 @@ where
             .after
             .as_ref()
             .map_or((-1, String::new()), |c| (c.received_at_ms, c.key.clone()));
-        let (rows, cursor): (Vec<Row>, Vec<String>) = self
+        let (rows, cursor, examined): (Vec<Row>, Vec<String>, u64) = self
             .run(
                 part,
                 None,
@@ -933,7 +994,7 @@ where
             Err(rest) if rest.is_empty() => None,
             Err(_) => return Err(InboxError::Protocol("dead-letter cursor".into())),
         };
-        Ok((items, next))
+        Ok((items, next, examined))
     }
 
     /// Every partition's page after the same cursor (side by side), merged
@@ -947,10 +1008,11 @@ where
         filter: &DeadLetterFilter,
     ) -> Result<DeadLetterPage, InboxError> {
         if self.partitions.len() == 1 {
-            let (items, next) = self.list_partition(0, filter).await?;
+            let (items, next, examined) = self.list_partition(0, filter).await?;
             return Ok(DeadLetterPage {
                 items: items.into_iter().map(|(_, item)| item).collect(),
                 next,
+                examined,
             });
         }
         let pages =
@@ -959,12 +1021,13 @@ where
         let order = |c: &DeadLetterCursor| (c.received_at_ms, c.key.clone().into_bytes());
         let bound = pages
             .iter()
-            .filter_map(|(_, next)| next.as_ref())
+            .filter_map(|(_, next, _)| next.as_ref())
             .min_by_key(|c| order(c))
             .cloned();
+        let examined = pages.iter().map(|(_, _, n)| n).sum();
         let mut rows: Vec<(i64, DeadLetter)> = pages
             .into_iter()
-            .flat_map(|(items, _)| items)
+            .flat_map(|(items, _, _)| items)
             .filter(|(ms, item)| {
                 bound.as_ref().is_none_or(|b| {
                     (*ms, item.meta.key.as_bytes()) <= (b.received_at_ms, b.key.as_bytes())
@@ -984,6 +1047,7 @@ where
         Ok(DeadLetterPage {
             items: rows.into_iter().map(|(_, item)| item).collect(),
             next,
+            examined,
         })
     }
 

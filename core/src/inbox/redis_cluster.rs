@@ -7,14 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
 use super::redis::{
-    Engine, Partition, inbox_error, inbox_over_engine, partition_of, warn_unless_durable,
+    Engine, Partition, accepted, inbox_error, inbox_over_engine, partition_of, warn_unless_durable,
 };
-use super::{Accepted, InboxError, NewEvent, OpenError, millis, stored_key};
+use super::{Accepted, InboxError, NewEvent, OpenError, stored_key};
 use crate::ConfigError;
-use crate::dedup::redis_cluster::{cluster_connection, cluster_nodes};
+use crate::dedup::redis_cluster::{
+    WaitError, WaitForReplicas, cluster_connection, cluster_nodes, write_then_wait,
+};
 
 /// An [`Inbox`](super::Inbox) on a Redis Cluster (or a cluster-mode managed
 /// Redis or Valkey), whose events spread over the cluster's primaries.
@@ -95,13 +97,6 @@ pub struct RedisClusterInbox {
     wait: Option<WaitForReplicas>,
 }
 
-/// `WAIT replicas timeout` after each accept.
-#[derive(Debug, Clone, Copy)]
-struct WaitForReplicas {
-    replicas: u32,
-    timeout: Duration,
-}
-
 /// Fewer replicas than asked for acknowledged an accept in time.
 #[derive(Debug, thiserror::Error)]
 #[error("{acknowledged} of {wanted} replicas acknowledged the accept in time")]
@@ -155,9 +150,10 @@ impl fmt::Debug for RedisClusterInboxBuilder {
 }
 
 impl RedisClusterInboxBuilder {
-    /// After each accept (a stored event or a duplicate), waits (Redis'
-    /// `WAIT`, on the event's primary) until `replicas` replicas have the
-    /// primary's writes, for at most `timeout`; fewer makes the accept fail
+    /// With each accept (a stored event or a duplicate), waits (Redis'
+    /// `WAIT`, sent with the accept script in one pipeline to the event's
+    /// primary, so that it counts the replicas of that very write) until
+    /// `replicas` replicas have it, for at most `timeout`; fewer makes the accept fail
     /// as [`InboxError::Unavailable`] (the pipeline answers `503`, the
     /// sender retries: a duplicate once the event is replicated, stored
     /// again if the primary lost it). So a `2xx` is only answered for an
@@ -286,46 +282,42 @@ impl RedisClusterInbox {
         }
     }
 
-    /// The engine's accept, then, with
+    /// The engine's accept; with
     /// [`wait_for_replicas`](RedisClusterInboxBuilder::wait_for_replicas),
-    /// the wait for the replicas of the event's primary.
+    /// the accept script and its `WAIT` in one pipeline on the event's
+    /// primary ([`write_then_wait`]): a `2xx` only when the node that ran
+    /// the script reported the replicas for it. Any error, redirection or
+    /// retry in between is an error (`503`, the sender retries).
     async fn accept_event(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
-        let accepted = self.engine.accept(event).await?;
-        if let Some(wait) = self.wait {
-            self.replicated(&event.stored_key(), wait).await?;
-        }
-        Ok(accepted)
-    }
-
-    /// `WAIT` on the primary of `key`'s partition: an error unless enough
-    /// replicas acknowledged.
-    async fn replicated(&self, key: &str, wait: WaitForReplicas) -> Result<(), InboxError> {
-        let partition = self.partition_prefix_of_stored(key);
-        let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+        let Some(wait) = self.wait else {
+            return self.engine.accept(event).await;
+        };
+        let (cmd, script) = self.engine.accept_cmd(event);
+        let partition = self.partition_prefix_of_stored(&event.stored_key());
+        let (reply, acknowledged) = write_then_wait(
+            self.engine.connection(),
+            script,
+            cmd,
             partition.as_bytes(),
-            SlotAddr::Master,
-        )));
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(wait.replicas).arg(millis(wait.timeout));
-        let mut connection = self.engine.connection().clone();
-        let acknowledged = match tokio::time::timeout(
-            self.engine.command_timeout() + wait.timeout,
-            connection.route_command(cmd, route),
+            WaitForReplicas {
+                replicas: wait.replicas,
+                timeout: wait.timeout,
+            },
+            self.engine.command_timeout(),
         )
         .await
-        {
-            Ok(reply) => reply
-                .and_then(|v| Ok(redis::from_redis_value::<u32>(v)?))
-                .map_err(inbox_error)?,
-            Err(_) => return Err(InboxError::Timeout),
-        };
+        .map_err(|error| match error {
+            WaitError::Redis(error) => inbox_error(error),
+            WaitError::Timeout => InboxError::Timeout,
+        })?;
+        let stored = redis::from_redis_value::<i64>(reply).map_err(|e| inbox_error(e.into()))?;
         if acknowledged < wait.replicas {
             return Err(InboxError::unavailable(NotReplicated {
                 acknowledged,
                 wanted: wait.replicas,
             }));
         }
-        Ok(())
+        Ok(accepted(stored))
     }
 
     /// A builder for the cluster named by a `redis-cluster://` URL, as

@@ -24,6 +24,11 @@
 //! `paused` column is the pause flag of [`Inbox::set_paused`](super::Inbox::set_paused).
 //! The lease statements read it themselves (a `NOT EXISTS` on the control
 //! table in their `WHERE`): a pause costs no extra round trip.
+//!
+//! `connect` checks an existing table's schema and brings a table of an
+//! earlier version up to date (see [`schema`]).
+
+pub(crate) mod schema;
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -946,7 +951,12 @@ macro_rules! sql_inbox {
                         received_at_ms: $crate::inbox::to_ms(last.meta.received_at),
                         key: last.meta.key.clone(),
                     });
-                    Ok(DeadLetterPage { items, next })
+                    let examined = items.len() as u64;
+                    Ok(DeadLetterPage {
+                        items,
+                        next,
+                        examined,
+                    })
                 }
 
                 async fn dead_letter_get(

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqliteSynchronous};
 
+use super::sql::schema::schema_check;
 use super::sql::{Dialect, InboxStatements, SqlInboxBuilder, returning_ops, sql_inbox};
 use super::{ClaimToken, InboxError, OpenError, Transition};
 use crate::dedup::sql::within;
@@ -68,6 +69,7 @@ pub struct SqliteInbox {
     command_timeout: Duration,
 }
 
+schema_check!(SqliteInbox);
 sql_inbox!(SqliteInbox, SqlitePool, sqlx::Sqlite);
 returning_ops!(SqliteInbox);
 
@@ -219,13 +221,22 @@ impl SqliteInbox {
 
 impl SqlInboxBuilder<SqliteInbox> {
     /// Opens (creating if missing) the file in WAL mode, `synchronous = FULL`,
+    /// Opens (creating if missing) the file in WAL mode, `synchronous = FULL`,
     /// with a busy timeout of the command timeout. Does not create the table:
     /// call [`SqliteInbox::migrate`].
+    ///
+    /// When the table exists, checks its schema: a table of an earlier
+    /// version (without the control or activity table that `migrate()` now
+    /// adds, on which accepts would succeed while every lease fails) is
+    /// brought up to date by running [`SqliteInbox::migrate`] (idempotent,
+    /// additive). An empty database is left alone.
     ///
     /// # Errors
     ///
     /// [`OpenError::Config`] for a bad URL or table name, [`OpenError::Store`]
-    /// when the file cannot be opened in time.
+    /// when the file cannot be opened in time; also when the table is from an earlier version and
+    /// `migrate()` failed (a read-only file: the error names `migrate()` and what
+    /// is missing), or when the table lacks columns this version reads.
     pub async fn connect(self) -> Result<SqliteInbox, OpenError> {
         self.validate()?;
         let options: SqliteConnectOptions = self.settings.connect_options(
@@ -250,11 +261,10 @@ impl SqlInboxBuilder<SqliteInbox> {
         let pool = within(self.settings.connect_timeout, pool.connect_with(options))
             .await
             .map_err(InboxError::from)?;
-        Ok(SqliteInbox::from_parts(
-            pool,
-            &self.settings.table,
-            self.settings.command_timeout,
-        ))
+        let inbox =
+            SqliteInbox::from_parts(pool, &self.settings.table, self.settings.command_timeout);
+        inbox.check_schema().await?;
+        Ok(inbox)
     }
 }
 

@@ -578,6 +578,14 @@ impl Verifier for GenericHmac {
             None => self.verify_url("", head.header_map(), body, now),
         }
     }
+
+    /// The configured signature header, whatever its name.
+    fn credential_headers(&self) -> Vec<HeaderName> {
+        match &self.signature {
+            Place::Header(named) => vec![named.name.clone()],
+            Place::Json(_) => Vec::new(),
+        }
+    }
 }
 
 /// Builds a [`GenericHmac`] verifier.

@@ -257,6 +257,10 @@ fn percent_decode(value: &[u8]) -> Option<String> {
 }
 
 impl Verifier for Mailgun {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

@@ -152,6 +152,7 @@ pub mod mandrill;
 pub mod paddle;
 pub mod postmark;
 mod provider;
+pub mod registry;
 #[cfg(feature = "sendgrid")]
 pub mod sendgrid;
 pub mod shopify;
@@ -658,6 +659,9 @@ mod tests {
         #[cfg(feature = "ed25519")]
         wiped::<ed25519_dalek::SigningKey>();
         wiped::<zeroize::Zeroizing<Vec<u8>>>();
+        // Issue 35, item 7: the console's form-token key.
+        #[cfg(feature = "console")]
+        wiped::<crate::console::csrf::CsrfKey>();
     }
 
     #[test]

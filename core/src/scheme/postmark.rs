@@ -234,6 +234,10 @@ fn event_fields(body: &[u8]) -> (Option<String>, Option<String>) {
 }
 
 impl Verifier for Postmark {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

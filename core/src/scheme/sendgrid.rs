@@ -138,6 +138,10 @@ fn common_event(body: &[u8]) -> Option<String> {
 }
 
 impl Verifier for SendGrid {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
     fn verify(
         &self,
         headers: &HeaderMap,

@@ -326,6 +326,23 @@ async fn pump(
     }
 }
 
+/// The pid file `.ci/redis-cluster` keeps for its node on `port`
+/// (`REDIS_CLUSTER_DIR`, default `/tmp/webhooks-redis-cluster`): the
+/// failover tests kill only nodes that script manages.
+pub fn cluster_pid_file(port: &str) -> std::path::PathBuf {
+    let dir = std::env::var("REDIS_CLUSTER_DIR")
+        .unwrap_or_else(|_| "/tmp/webhooks-redis-cluster".to_owned());
+    std::path::PathBuf::from(dir).join(port).join("redis.pid")
+}
+
+/// `.ci/redis-cluster start` (a node that is down is started again and
+/// rejoins): whether it succeeded.
+pub fn restore_cluster() -> bool {
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.ci/redis-cluster");
+    let status = std::process::Command::new(script).arg("start").status();
+    matches!(status, Ok(s) if s.success())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,9 @@
 (function () {
   'use strict';
   var every = parseInt(document.body.getAttribute('data-refresh') || '0', 10);
+  // One refresh at a time: a slow page (a store under load) is not asked
+  // for again every few seconds while the last request is still running.
+  var inFlight = false;
 
   function busy() {
     var active = document.activeElement;
@@ -12,7 +15,8 @@
   }
 
   function refresh() {
-    if (document.visibilityState !== 'visible' || busy()) { return; }
+    if (inFlight || document.visibilityState !== 'visible' || busy()) { return; }
+    inFlight = true;
     fetch(location.href, { credentials: 'same-origin' })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (text) {
@@ -29,7 +33,8 @@
           update();
         }
       })
-      .catch(function () {});
+      .catch(function () {})
+      .then(function () { inFlight = false; });
   }
 
   function update() {

@@ -1,0 +1,594 @@
+//! `webhooks inbox`: operate a durable inbox over webhooks-core's
+//! `inbox_from_url` and the `Inbox` trait: counts, listings, one delivery,
+//! replay and discard of dead letters (one, or every one matching a filter,
+//! after confirmation), purge, pause and resume, a live tail, migrations.
+//!
+//! The store URL comes from `--url` or `WEBHOOKS_INBOX_URL`; it may hold a
+//! password, so it is never printed.
+
+use std::io::IsTerminal as _;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Subcommand};
+use webhooks_core::inbox::{
+    DeadLetterFilter, Delivery, DeliveryFilter, DeliveryState, Inbox, InboxStats, Transition,
+    inbox_from_url,
+};
+
+use crate::error::Failure;
+use crate::output::{BAD, BOLD, DIM, HINT, OK, Out, paint};
+
+const EXAMPLES: &str = "\
+Examples:
+  export WEBHOOKS_INBOX_URL=postgres://app@db/app
+  webhooks inbox stats
+  webhooks inbox ls --state dead --scheme stripe
+  webhooks inbox show 'ns:stripe:evt_123'
+  webhooks inbox replay --all --scheme stripe --dry-run
+  webhooks inbox replay --all --scheme stripe --yes
+  webhooks inbox purge --older-than 14d --yes
+  webhooks inbox --url sqlite://inbox.db tail";
+
+/// `webhooks inbox`.
+#[derive(Debug, Args)]
+#[command(after_help = EXAMPLES)]
+pub(crate) struct InboxArgs {
+    /// The inbox's store URL (postgres://, mysql://, sqlite://, redis://…;
+    /// see inbox_from_url). Never printed.
+    #[arg(
+        long,
+        env = "WEBHOOKS_INBOX_URL",
+        hide_env_values = true,
+        global = true
+    )]
+    url: Option<String>,
+    #[command(subcommand)]
+    action: Action,
+}
+
+/// What to select, for `ls` and the bulk actions.
+#[derive(Debug, Clone, Args)]
+struct Filter {
+    /// Only this scheme (`stripe`…).
+    #[arg(long)]
+    scheme: Option<String>,
+    /// Only this event type.
+    #[arg(long)]
+    event_type: Option<String>,
+    /// Only deliveries received at most this long ago (`30m`, `12h`, `7d`).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    since: Option<Duration>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Queue depth, oldest due age, in-flight, dead and completed counts.
+    Stats,
+    /// List deliveries in one state (dead letters by default), newest first.
+    Ls {
+        /// due, retrying, in_flight, dead, completed.
+        #[arg(long, default_value = "dead")]
+        state: DeliveryState,
+        #[command(flatten)]
+        filter: Filter,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// One delivery: its metadata, headers and body.
+    Show {
+        /// The delivery's key (from `ls`).
+        key: String,
+    },
+    /// Make dead letters pending again, with a fresh attempt budget.
+    Replay(Bulk),
+    /// Delete dead letters.
+    Discard(Bulk),
+    /// Delete the events completed more than --older-than ago.
+    Purge {
+        /// `7d`, `12h`, `30m`, or seconds.
+        #[arg(long, value_parser = parse_age)]
+        older_than: Duration,
+        /// Say what would happen, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do it without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Stop every worker from starting new attempts (deliveries are still received).
+    Pause,
+    /// Let the workers run again.
+    Resume,
+    /// Print the counts, and each new dead letter, until Ctrl-C.
+    Tail {
+        /// Seconds between polls.
+        #[arg(long, default_value_t = 2)]
+        interval: u64,
+    },
+    /// Create the store's tables if missing (opening does it), and report.
+    Migrate,
+}
+
+/// Keys, or every dead letter matching a filter.
+#[derive(Debug, Args)]
+struct Bulk {
+    /// The dead letters' keys.
+    keys: Vec<String>,
+    /// Every dead letter matching the filter instead.
+    #[arg(long, conflicts_with = "keys")]
+    all: bool,
+    #[command(flatten)]
+    filter: Filter,
+    /// Say what would happen, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Do it without asking.
+    #[arg(long)]
+    yes: bool,
+}
+
+fn parse_age(s: &str) -> Result<Duration, String> {
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and d, h, m or s"))?;
+    let seconds = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("{s:?}: expected a number and d, h, m or s")),
+    };
+    Ok(Duration::from_secs(n.saturating_mul(seconds)))
+}
+
+fn store_error(e: impl std::fmt::Display) -> Failure {
+    Failure::usage(format!("inbox store: {e}"))
+}
+
+pub(crate) async fn run(args: InboxArgs, out: &Out) -> Result<(), Failure> {
+    let url = args
+        .url
+        .ok_or_else(|| Failure::usage("no inbox URL: give --url or WEBHOOKS_INBOX_URL"))?;
+    let inbox = inbox_from_url(&url)
+        .await
+        .map_err(|e| Failure::usage(format!("cannot open the inbox: {e}")))?;
+    match args.action {
+        Action::Stats => stats(&inbox, out).await,
+        Action::Ls {
+            state,
+            filter,
+            limit,
+        } => ls(&inbox, state, &filter, limit, out).await,
+        Action::Show { key } => show(&inbox, &key, out).await,
+        Action::Replay(bulk) => bulk_action(&inbox, bulk, Op::Replay, out).await,
+        Action::Discard(bulk) => bulk_action(&inbox, bulk, Op::Discard, out).await,
+        Action::Purge {
+            older_than,
+            dry_run,
+            yes,
+        } => purge(&inbox, older_than, dry_run, yes, out).await,
+        Action::Pause => pause(&inbox, true, out).await,
+        Action::Resume => pause(&inbox, false, out).await,
+        Action::Tail { interval } => tail(&inbox, Duration::from_secs(interval.max(1)), out).await,
+        Action::Migrate => {
+            // inbox_from_url created the tables when missing.
+            match out.json {
+                true => out.json(&serde_json::json!({"migrated": true})),
+                false => out.line(format!(
+                    "{} the inbox's tables are in place",
+                    paint(OK, "✓")
+                )),
+            }
+            Ok(())
+        }
+    }
+}
+
+fn stats_json(s: &InboxStats) -> serde_json::Value {
+    serde_json::json!({
+        "pending": s.pending,
+        "due": s.due,
+        "oldest_due_age_s": s.oldest_due_age.map(|d| d.as_secs()),
+        "in_flight": s.in_flight,
+        "dead": s.dead,
+        "completed": s.completed,
+        "paused": s.paused,
+    })
+}
+
+fn stats_line(s: &InboxStats) -> String {
+    let oldest = s
+        .oldest_due_age
+        .map(|d| format!(" (oldest {} s)", d.as_secs()))
+        .unwrap_or_default();
+    format!(
+        "pending {} · due {}{oldest} · in flight {} · {} · completed {}{}",
+        s.pending,
+        s.due,
+        s.in_flight,
+        paint(
+            if s.dead > 0 { BAD } else { OK },
+            format!("dead {}", s.dead)
+        ),
+        s.completed,
+        if s.paused {
+            paint(HINT, " · PAUSED")
+        } else {
+            String::new()
+        }
+    )
+}
+
+async fn stats(inbox: &Arc<dyn Inbox>, out: &Out) -> Result<(), Failure> {
+    let s = inbox.stats().await.map_err(store_error)?;
+    match out.json {
+        true => out.json(&stats_json(&s)),
+        false => out.line(stats_line(&s)),
+    }
+    Ok(())
+}
+
+fn unix_ms(t: SystemTime) -> u128 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+}
+
+fn delivery_json(d: &Delivery, body: bool) -> serde_json::Value {
+    let mut value = serde_json::json!({
+        "key": d.meta.key,
+        "state": d.state.as_str(),
+        "scheme": d.meta.scheme,
+        "delivery_id": d.meta.delivery_id,
+        "event_type": d.meta.event_type,
+        "matched_key": d.meta.matched_key,
+        "received_at": crate::body::iso8601(u64::try_from(unix_ms(d.meta.received_at) / 1000).unwrap_or(0)),
+        "signed_at": d.meta.signed_at,
+        "attempts": d.attempts,
+        "last_error": d.last_error,
+    });
+    if body {
+        value["headers"] = serde_json::json!(d.meta.headers);
+        value["body"] = serde_json::Value::String(String::from_utf8_lossy(&d.body).into_owned());
+    }
+    value
+}
+
+/// Every delivery in `state` matching `filter`, at most `limit`.
+async fn select(
+    inbox: &Arc<dyn Inbox>,
+    state: DeliveryState,
+    filter: &Filter,
+    limit: usize,
+) -> Result<Vec<Delivery>, Failure> {
+    let mut query = DeliveryFilter::state(state);
+    query.scheme.clone_from(&filter.scheme);
+    query.event_type.clone_from(&filter.event_type);
+    query.received_from = filter.since.map(|age| SystemTime::now() - age);
+    let mut found = Vec::new();
+    loop {
+        query.limit = Some(u32::try_from((limit - found.len()).min(1000)).unwrap_or(1000));
+        let page = inbox.deliveries(&query).await.map_err(store_error)?;
+        found.extend(page.items);
+        match page.next {
+            Some(next) if found.len() < limit => query.after = Some(next),
+            _ => break,
+        }
+    }
+    found.truncate(limit);
+    Ok(found)
+}
+
+async fn ls(
+    inbox: &Arc<dyn Inbox>,
+    state: DeliveryState,
+    filter: &Filter,
+    limit: usize,
+    out: &Out,
+) -> Result<(), Failure> {
+    let found = select(inbox, state, filter, limit).await?;
+    if out.json {
+        out.json(&serde_json::Value::Array(
+            found.iter().map(|d| delivery_json(d, false)).collect(),
+        ));
+        return Ok(());
+    }
+    if found.is_empty() {
+        out.line(paint(DIM, format!("no {state} deliveries")));
+    }
+    for d in &found {
+        let received =
+            crate::body::iso8601(u64::try_from(unix_ms(d.meta.received_at) / 1000).unwrap_or(0));
+        out.line(format!(
+            "{}  {} {}  {}{}",
+            paint(BOLD, &d.meta.key),
+            d.meta.scheme,
+            d.meta.event_type.as_deref().unwrap_or("-"),
+            paint(DIM, format!("{received} · {} attempts", d.attempts)),
+            d.last_error
+                .as_deref()
+                .map(|e| format!("  {}", paint(BAD, e)))
+                .unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
+async fn show(inbox: &Arc<dyn Inbox>, key: &str, out: &Out) -> Result<(), Failure> {
+    let delivery = inbox
+        .delivery_get(key)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| Failure::usage("no delivery with that key"))?;
+    if out.json {
+        out.json(&delivery_json(&delivery, true));
+        return Ok(());
+    }
+    let value = delivery_json(&delivery, false);
+    if let Some(map) = value.as_object() {
+        for (k, v) in map {
+            let v = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            out.line(format!("{:<13}{v}", paint(DIM, k)));
+        }
+    }
+    for (name, value) in &delivery.meta.headers {
+        out.line(format!("{}{name}: {value}", paint(DIM, "header       ")));
+    }
+    out.line("");
+    out.line(String::from_utf8_lossy(&delivery.body));
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Replay,
+    Discard,
+}
+
+impl Op {
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Replay => "replay",
+            Self::Discard => "discard",
+        }
+    }
+}
+
+/// Asks before changing `n` events, unless `--yes`; without a terminal to
+/// ask on, refuses.
+fn confirm(question: &str, yes: bool) -> Result<bool, Failure> {
+    if yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::usage(format!(
+            "{question}: refusing without --yes (no terminal to ask on)"
+        )));
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::usage(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+async fn bulk_action(inbox: &Arc<dyn Inbox>, bulk: Bulk, op: Op, out: &Out) -> Result<(), Failure> {
+    let keys: Vec<String> = match (bulk.all, bulk.keys.is_empty()) {
+        (true, _) => {
+            let mut query = DeadLetterFilter::default();
+            query.scheme.clone_from(&bulk.filter.scheme);
+            query.event_type.clone_from(&bulk.filter.event_type);
+            query.received_from = bulk.filter.since.map(|age| SystemTime::now() - age);
+            query.limit = Some(1000);
+            let mut keys = Vec::new();
+            loop {
+                let page = inbox.dead_letters(&query).await.map_err(store_error)?;
+                keys.extend(page.items.into_iter().map(|d| d.meta.key));
+                match page.next {
+                    Some(next) => query.after = Some(next),
+                    None => break,
+                }
+            }
+            keys
+        }
+        (false, false) => bulk.keys.clone(),
+        (false, true) => {
+            return Err(Failure::usage(format!(
+                "{}: give dead letters' keys, or --all with an optional filter",
+                op.verb()
+            )));
+        }
+    };
+    let question = format!(
+        "{} {} dead letter{}",
+        op.verb(),
+        keys.len(),
+        if keys.len() == 1 { "" } else { "s" }
+    );
+    if bulk.dry_run {
+        match out.json {
+            true => {
+                out.json(&serde_json::json!({"dry_run": true, "action": op.verb(), "keys": keys}))
+            }
+            false => {
+                out.line(format!("{} would {question}:", paint(HINT, "dry run:")));
+                for key in &keys {
+                    out.line(format!("  {key}"));
+                }
+            }
+        }
+        return Ok(());
+    }
+    if keys.is_empty() {
+        match out.json {
+            true => {
+                out.json(&serde_json::json!({"action": op.verb(), "applied": [], "skipped": []}))
+            }
+            false => out.line(paint(DIM, "no dead letters match")),
+        }
+        return Ok(());
+    }
+    // Keys given by hand are the operator's explicit choice; a filter asks.
+    if bulk.all && !confirm(&question, bulk.yes)? {
+        return Err(Failure::usage("cancelled"));
+    }
+    let (mut applied, mut skipped) = (Vec::new(), Vec::new());
+    for key in keys {
+        let transition = match op {
+            Op::Replay => inbox.replay(&key).await,
+            Op::Discard => inbox.discard(&key).await,
+        }
+        .map_err(store_error)?;
+        match transition {
+            Transition::Applied => applied.push(key),
+            _ => skipped.push(key),
+        }
+    }
+    if out.json {
+        out.json(&serde_json::json!({"action": op.verb(), "applied": applied, "skipped": skipped}));
+    } else {
+        for key in &applied {
+            out.line(format!("{} {} {key}", paint(OK, "✓"), op.verb()));
+        }
+        for key in &skipped {
+            out.line(format!(
+                "{} {key}: not a dead letter (any more)",
+                paint(DIM, "·")
+            ));
+        }
+    }
+    match skipped.is_empty() {
+        true => Ok(()),
+        false => Err(Failure::check_reported(format!(
+            "{} not dead letters",
+            skipped.len()
+        ))),
+    }
+}
+
+async fn purge(
+    inbox: &Arc<dyn Inbox>,
+    older_than: Duration,
+    dry_run: bool,
+    yes: bool,
+    out: &Out,
+) -> Result<(), Failure> {
+    let question = format!(
+        "purge the events completed more than {} s ago",
+        older_than.as_secs()
+    );
+    if dry_run {
+        let completed = inbox.stats().await.map_err(store_error)?.completed;
+        match out.json {
+            true => out.json(&serde_json::json!({"dry_run": true, "older_than_s": older_than.as_secs(), "completed": completed})),
+            false => out.line(format!("{} would {question} (of {completed} completed)", paint(HINT, "dry run:"))),
+        }
+        return Ok(());
+    }
+    if !confirm(&question, yes)? {
+        return Err(Failure::usage("cancelled"));
+    }
+    let purged = inbox
+        .purge_completed(older_than)
+        .await
+        .map_err(store_error)?;
+    match out.json {
+        true => out.json(&serde_json::json!({"purged": purged})),
+        false => out.line(format!(
+            "{} purged {purged} completed events",
+            paint(OK, "✓")
+        )),
+    }
+    Ok(())
+}
+
+async fn pause(inbox: &Arc<dyn Inbox>, paused: bool, out: &Out) -> Result<(), Failure> {
+    let changed = inbox.set_paused(paused).await.map_err(store_error)?;
+    let state = if paused { "paused" } else { "running" };
+    match out.json {
+        true => out.json(&serde_json::json!({"paused": paused, "changed": changed})),
+        false => out.line(match changed {
+            true => format!("{} the inbox is {state}", paint(OK, "✓")),
+            false => format!("{} the inbox was already {state}", paint(DIM, "·")),
+        }),
+    }
+    Ok(())
+}
+
+async fn tail(inbox: &Arc<dyn Inbox>, interval: Duration, out: &Out) -> Result<(), Failure> {
+    let mut seen_dead: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut first = true;
+    let stop = tokio::signal::ctrl_c();
+    tokio::pin!(stop);
+    loop {
+        let s = inbox.stats().await.map_err(store_error)?;
+        let dead = select(
+            inbox,
+            DeliveryState::Dead,
+            &Filter {
+                scheme: None,
+                event_type: None,
+                since: None,
+            },
+            200,
+        )
+        .await?;
+        let new: Vec<&Delivery> = dead
+            .iter()
+            .filter(|d| !seen_dead.contains(&d.meta.key))
+            .collect();
+        if out.json {
+            out.line(serde_json::json!({
+                "stats": stats_json(&s),
+                "new_dead": new.iter().map(|d| delivery_json(d, false)).collect::<Vec<_>>(),
+            }));
+        } else {
+            out.line(format!(
+                "{} {}",
+                paint(
+                    DIM,
+                    crate::body::iso8601(
+                        u64::try_from(unix_ms(SystemTime::now()) / 1000).unwrap_or(0)
+                    )
+                ),
+                stats_line(&s)
+            ));
+            if !first {
+                for d in &new {
+                    out.line(format!(
+                        "  {} dead: {} {} {}",
+                        paint(BAD, "✗"),
+                        d.meta.key,
+                        d.meta.event_type.as_deref().unwrap_or("-"),
+                        d.last_error.as_deref().unwrap_or("")
+                    ));
+                }
+            }
+        }
+        seen_dead.extend(dead.into_iter().map(|d| d.meta.key));
+        first = false;
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_parse() {
+        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_age("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_age("30m"), Ok(Duration::from_secs(1800)));
+        assert!(parse_age("3w").is_err());
+        assert!(parse_age("h").is_err());
+    }
+}

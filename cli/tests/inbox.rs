@@ -1,0 +1,249 @@
+//! `webhooks inbox` over a real inbox: SQLite always; PostgreSQL, MariaDB
+//! and Redis when their servers answer (URLs from `WEBHOOKS_POSTGRES_URL`,
+//! `WEBHOOKS_MYSQL_URL`, `WEBHOOKS_REDIS_URL`; under `CI=true` a missing
+//! server fails the test instead of skipping it).
+
+mod support;
+
+use std::time::Duration;
+
+use support::{run_json, text};
+use webhooks_core::inbox::{ClaimToken, NewEvent, inbox_from_url};
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// `base` from `var` (or `default`) if its server accepts a connection.
+fn service(name: &str, var: &str, default: &str) -> Option<String> {
+    let url = std::env::var(var).unwrap_or_else(|_| default.to_owned());
+    let authority = url.split("://").nth(1)?.split('/').next()?;
+    let host_port = authority.rsplit('@').next()?;
+    let reachable = std::net::ToSocketAddrs::to_socket_addrs(host_port)
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .is_some_and(|addr| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
+        });
+    if reachable {
+        return Some(url);
+    }
+    assert!(
+        !ci(),
+        "{name} is not reachable at {var} and CI=true: a CI run must not skip it"
+    );
+    eprintln!("skipping the {name} inbox: nothing answers at {host_port} (set {var})");
+    None
+}
+
+fn unique() -> String {
+    let hex = webhooks_core::testing::TestDelivery::new("")
+        .delivery_id()
+        .to_owned();
+    hex.trim_start_matches("msg_")[..12].to_owned()
+}
+
+/// Seeds the inbox at `url`: two Stripe events and a GitHub one, leased;
+/// the first Stripe one and the GitHub one dead-lettered, the other
+/// completed. Returns the three keys.
+async fn seed(url: &str) -> [String; 3] {
+    let inbox = inbox_from_url(url).await.unwrap();
+    let events = [
+        NewEvent::new(
+            "cli:stripe:evt_1",
+            "stripe",
+            r#"{"id":"evt_1","type":"invoice.paid"}"#,
+        )
+        .with_event_type("invoice.paid"),
+        NewEvent::new(
+            "cli:stripe:evt_2",
+            "stripe",
+            r#"{"id":"evt_2","type":"invoice.paid"}"#,
+        )
+        .with_event_type("invoice.paid"),
+        NewEvent::new(
+            "cli:github:d3",
+            "github",
+            r#"{"zen":"Keep it logically awesome."}"#,
+        )
+        .with_event_type("ping"),
+    ];
+    let mut keys = Vec::new();
+    for event in &events {
+        inbox.accept(event).await.unwrap();
+        keys.push(event.stored_key());
+    }
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 10, Duration::from_secs(60), 5)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 3);
+    use webhooks_core::inbox::Transition::Applied;
+    let dead = inbox
+        .dead_letter(&keys[0], token, "handler failed: boom")
+        .await;
+    assert_eq!(dead.unwrap(), Applied);
+    assert_eq!(inbox.complete(&keys[1], token).await.unwrap(), Applied);
+    let dead = inbox
+        .dead_letter(&keys[2], token, "handler failed: bad")
+        .await;
+    assert_eq!(dead.unwrap(), Applied);
+    [keys[0].clone(), keys[1].clone(), keys[2].clone()]
+}
+
+fn inbox(url: &str, args: &[&str]) -> (i32, serde_json::Value) {
+    run_json(&[&["inbox", "--url", url][..], args].concat())
+}
+
+async fn exercise(url: &str) {
+    let [dead_stripe, done, dead_github] = seed(url).await;
+    let (code, stats) = inbox(url, &["stats"]);
+    assert_eq!(code, 0, "{stats}");
+    assert_eq!(
+        (
+            stats["dead"].as_u64(),
+            stats["pending"].as_u64(),
+            stats["paused"].as_bool()
+        ),
+        (Some(2), Some(0), Some(false)),
+        "{stats}"
+    );
+    let (_, listed) = inbox(url, &["ls"]);
+    let keys: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys.len(), 2, "{listed}");
+    assert!(keys.contains(&dead_stripe.as_str()) && keys.contains(&dead_github.as_str()));
+    let (_, listed) = inbox(url, &["ls", "--state", "dead", "--scheme", "stripe"]);
+    assert_eq!(listed[0]["key"], dead_stripe.as_str());
+    assert_eq!(listed[0]["last_error"], "handler failed: boom");
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let (_, listed) = inbox(url, &["ls", "--state", "completed"]);
+    assert_eq!(listed[0]["key"], done.as_str());
+    let (code, shown) = inbox(url, &["show", &dead_stripe]);
+    assert_eq!(code, 0);
+    assert_eq!(shown["body"], r#"{"id":"evt_1","type":"invoice.paid"}"#);
+    assert_eq!(shown["event_type"], "invoice.paid");
+    // A dry run changes nothing.
+    let (code, dry) = inbox(url, &["replay", "--all", "--scheme", "stripe", "--dry-run"]);
+    assert_eq!((code, &dry["keys"]), (0, &serde_json::json!([dead_stripe])));
+    assert_eq!(inbox(url, &["stats"]).1["dead"], 2);
+    // A filter without --yes and no terminal to ask on: refused.
+    let output = support::webhooks()
+        .args([
+            "inbox", "--url", url, "replay", "--all", "--scheme", "stripe",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (code, _, stderr) = text(&output);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("replay 1 dead letter: refusing without --yes"),
+        "{stderr}"
+    );
+    let (code, replayed) = inbox(url, &["replay", "--all", "--scheme", "stripe", "--yes"]);
+    assert_eq!(
+        (code, &replayed["applied"]),
+        (0, &serde_json::json!([dead_stripe])),
+        "{replayed}"
+    );
+    let stats = inbox(url, &["stats"]).1;
+    assert_eq!(
+        (stats["dead"].as_u64(), stats["pending"].as_u64()),
+        (Some(1), Some(1)),
+        "{stats}"
+    );
+    let (code, discarded) = inbox(url, &["discard", &dead_github]);
+    assert_eq!(
+        (code, &discarded["applied"]),
+        (0, &serde_json::json!([dead_github]))
+    );
+    // Again: no longer a dead letter, exit 1.
+    let (code, again) = inbox(url, &["discard", &dead_github]);
+    assert_eq!(
+        (code, &again["skipped"]),
+        (1, &serde_json::json!([dead_github]))
+    );
+    assert_eq!(inbox(url, &["pause"]).1["changed"], true);
+    assert_eq!(inbox(url, &["stats"]).1["paused"], true);
+    assert_eq!(inbox(url, &["pause"]).1["changed"], false);
+    assert_eq!(inbox(url, &["resume"]).1["changed"], true);
+    let (code, purged) = inbox(url, &["purge", "--older-than", "30d", "--yes"]);
+    assert_eq!((code, purged["purged"].as_u64()), (0, Some(0)), "{purged}");
+    let (code, missing) = inbox(url, &["show", "cli:nope"]);
+    assert_eq!(
+        (code, missing["error"].as_str()),
+        (2, Some("no delivery with that key"))
+    );
+    let (code, migrated) = inbox(url, &["migrate"]);
+    assert_eq!((code, migrated["migrated"].as_bool()), (0, Some(true)));
+}
+
+#[tokio::test]
+async fn sqlite_inbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
+    exercise(&url).await;
+}
+
+#[tokio::test]
+async fn postgres_inbox() {
+    if let Some(base) = service(
+        "PostgreSQL",
+        "WEBHOOKS_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/test",
+    ) {
+        exercise(&format!("{base}?table=cli_inbox_{}", unique())).await;
+    }
+}
+
+#[tokio::test]
+async fn mariadb_inbox() {
+    if let Some(base) = service(
+        "MariaDB",
+        "WEBHOOKS_MYSQL_URL",
+        "mysql://root@127.0.0.1:3306/test",
+    ) {
+        exercise(&format!("{base}?table=cli_inbox_{}", unique())).await;
+    }
+}
+
+#[tokio::test]
+async fn redis_inbox() {
+    if let Some(base) = service("Redis", "WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379") {
+        exercise(&format!("{base}?prefix=cli-inbox-{}:", unique())).await;
+    }
+}
+
+#[test]
+fn bad_urls_are_exit_2_and_never_echoed() {
+    let (code, report) = run_json(&["inbox", "stats"]);
+    assert_eq!(code, 2);
+    assert!(report["error"].as_str().unwrap().contains("no inbox URL"));
+    let (code, report) = run_json(&[
+        "inbox",
+        "--url",
+        "ftp://user:hunter2@example.com/x",
+        "stats",
+    ]);
+    assert_eq!(code, 2);
+    let error = report["error"].as_str().unwrap();
+    assert!(error.starts_with("cannot open the inbox"), "{error}");
+    assert!(!error.contains("hunter2"), "{error}");
+    let (code, report) = run_json(&[
+        "inbox",
+        "--url",
+        "postgres://u:hunter2@127.0.0.1:9/db",
+        "stats",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        !report["error"].as_str().unwrap().contains("hunter2"),
+        "{report}"
+    );
+}

@@ -1,0 +1,217 @@
+//! `webhooks send` against real receivers: every scheme, through axum
+//! (tower-webhooks) and actix-web (actix-webhooks), is accepted when
+//! genuine and refused, with the library's status, when tampered with.
+
+mod support;
+
+use support::{Framework, run_json, schemes, signing_key};
+
+/// The tamper modes each scheme can be checked with, and the status the
+/// library answers each with.
+fn tampers(scheme: &webhooks_core::scheme::registry::SchemeInfo) -> Vec<(String, u16)> {
+    let mut modes = vec![("signature".to_owned(), 401)];
+    if scheme.signs_body {
+        modes.push(("body".to_owned(), 401));
+    }
+    if scheme.signs_timestamp {
+        modes.push(("timestamp=-400".to_owned(), 401));
+        modes.push(("timestamp=400".to_owned(), 401));
+    }
+    if let Some(header) = scheme.signature_header {
+        modes.push((format!("drop={header}"), 400));
+    }
+    modes
+}
+
+#[test]
+fn every_scheme_is_accepted_and_every_tamper_refused_on_both_frameworks() {
+    for framework in Framework::ALL {
+        let app = framework.start();
+        for scheme in schemes() {
+            let url = app.url(scheme.name);
+            let secret = signing_key(scheme.name);
+            let what = format!("{framework:?} {}", scheme.name);
+            let (code, report) = run_json(&["send", scheme.name, &url, "--secret", secret]);
+            assert_eq!(code, 0, "{what}: {report}");
+            assert_eq!(report["status"], 204, "{what}: {report}");
+            assert_eq!(report["ok"], true);
+            for (tamper, status) in tampers(scheme) {
+                let (code, report) = run_json(&[
+                    "send",
+                    scheme.name,
+                    &url,
+                    "--secret",
+                    secret,
+                    "--tamper",
+                    &tamper,
+                ]);
+                assert_eq!(
+                    report["status"], status,
+                    "{what} --tamper {tamper}: {report}"
+                );
+                assert_eq!(code, 0, "{what} --tamper {tamper}: {report}");
+                assert_eq!(report["tamper"], tamper.as_str());
+            }
+        }
+    }
+}
+
+#[test]
+fn every_fixture_is_accepted() {
+    let app = Framework::Axum.start();
+    for scheme in schemes() {
+        let (_, events) = run_json(&["events", scheme.name]);
+        let events = events[scheme.name].as_array().unwrap().clone();
+        assert!(
+            events.len() >= 3,
+            "{}: {} fixtures",
+            scheme.name,
+            events.len()
+        );
+        for event in events {
+            let event = event["event"].as_str().unwrap();
+            let (code, report) = run_json(&[
+                "send",
+                scheme.name,
+                &app.url(scheme.name),
+                "--secret",
+                signing_key(scheme.name),
+                "--event",
+                event,
+            ]);
+            assert_eq!(code, 0, "{} {event}: {report}", scheme.name);
+            // Provider handshakes (Discord's PING, Slack's URL verification)
+            // are answered by the library with a 200.
+            let status = report["status"].as_u64().unwrap();
+            assert!(
+                status == 204 || status == 200,
+                "{} {event}: {report}",
+                scheme.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_refused_delivery_exits_1_and_a_wrong_expectation_too() {
+    let app = Framework::Axum.start();
+    let url = app.url("github");
+    // Signed with another secret: refused, exit 1.
+    let (code, report) = run_json(&["send", "github", &url, "--secret", "another-secret"]);
+    assert_eq!(
+        (code, report["status"].as_u64()),
+        (1, Some(401)),
+        "{report}"
+    );
+    assert_eq!(report["ok"], false);
+    assert!(
+        report["response_body"]
+            .as_str()
+            .unwrap()
+            .contains("signature"),
+        "{report}"
+    );
+    // --expect: the status must be that one.
+    let secret = signing_key("github");
+    let (code, _) = run_json(&[
+        "send", "github", &url, "--secret", secret, "--expect", "204",
+    ]);
+    assert_eq!(code, 0);
+    let (code, _) = run_json(&[
+        "send", "github", &url, "--secret", secret, "--expect", "401",
+    ]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn set_edits_the_fixture_and_the_same_id_is_a_duplicate() {
+    let app = Framework::Axum.start();
+    let url = app.url("stripe");
+    let secret = signing_key("stripe");
+    let (code, report) = run_json(&[
+        "send",
+        "stripe",
+        &url,
+        "--secret",
+        secret,
+        "--id",
+        "evt_cli_same",
+        "--set",
+        "data.object.amount_paid=500",
+    ]);
+    assert_eq!(
+        (code, report["status"].as_u64()),
+        (0, Some(204)),
+        "{report}"
+    );
+    // The same id again: the library answers the retry as a duplicate (200).
+    let (code, report) = run_json(&[
+        "send",
+        "stripe",
+        &url,
+        "--secret",
+        secret,
+        "--id",
+        "evt_cli_same",
+    ]);
+    assert_eq!(
+        (code, report["status"].as_u64()),
+        (0, Some(200)),
+        "{report}"
+    );
+}
+
+#[test]
+fn repeat_counts_statuses() {
+    let app = Framework::Actix.start();
+    let url = app.url("standard-webhooks");
+    let secret = signing_key("standard-webhooks");
+    let (code, report) = run_json(&[
+        "send",
+        "standard-webhooks",
+        &url,
+        "--secret",
+        secret,
+        "--repeat",
+        "200",
+        "--concurrency",
+        "8",
+    ]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["statuses"]["204"], 200, "{report}");
+    assert_eq!(report["errors"], 0);
+    let p50 = report["latency_ms"]["p50"].as_f64().unwrap();
+    let p99 = report["latency_ms"]["p99"].as_f64().unwrap();
+    assert!(p50 > 0.0 && p50 <= p99, "{report}");
+    assert!(report["requests_per_second"].as_f64().unwrap() > 0.0);
+    // --same-id: one delivery and 49 duplicates.
+    let (code, report) = run_json(&[
+        "send",
+        "standard-webhooks",
+        &url,
+        "--secret",
+        secret,
+        "--repeat",
+        "50",
+        "--same-id",
+    ]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["statuses"]["204"], 1, "{report}");
+    assert_eq!(report["statuses"]["200"], 49, "{report}");
+    // Tampered, all refused: the check holds.
+    let (code, report) = run_json(&[
+        "send",
+        "standard-webhooks",
+        &url,
+        "--secret",
+        secret,
+        "--repeat",
+        "20",
+        "-c",
+        "4",
+        "--tamper",
+        "signature",
+    ]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["statuses"]["401"], 20, "{report}");
+}

@@ -1,0 +1,205 @@
+//! Shared by the CLI's integration tests: the built `webhooks` binary, the
+//! test key of each scheme, and receivers on both frameworks (axum through
+//! tower-webhooks' `WebhookLayer`, actix-web through actix-webhooks'
+//! middleware) with one route per scheme, `/<scheme>`, on 127.0.0.1:0.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test file uses a different part of this module"
+)]
+
+use std::net::SocketAddr;
+use std::process::{Command, Output};
+
+use webhooks_core::scheme::registry::{self, KeyKind, SCHEMES, SchemeInfo, SchemeOptions};
+use webhooks_core::{PublicUrl, Receiver};
+
+/// The `webhooks` binary.
+pub fn webhooks() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_webhooks"));
+    command.env_remove("WEBHOOKS_SECRET").env("NO_COLOR", "1");
+    command
+}
+
+/// Runs `webhooks` with `args`.
+pub fn run(args: &[&str]) -> Output {
+    webhooks()
+        .args(args)
+        .output()
+        .expect("the webhooks binary runs")
+}
+
+/// The exit code, stdout and stderr of `output`, as text.
+pub fn text(output: &Output) -> (i32, String, String) {
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Runs `webhooks --json …` and parses its stdout.
+pub fn run_json(args: &[&str]) -> (i32, serde_json::Value) {
+    let output = webhooks().arg("--json").args(args).output().expect("runs");
+    let (code, stdout, stderr) = text(&output);
+    let value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout:?}; stderr {stderr:?}"));
+    (code, value)
+}
+
+/// The key `send`/`sign` take for `scheme`: the shared secret, or for a key
+/// pair the private key.
+pub fn signing_key(scheme: &str) -> &'static str {
+    match scheme {
+        "standard-webhooks" => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "stripe" => "whsec_cli_test_secret",
+        "discord" | "sendgrid" => {
+            "0707070707070707070707070707070707070707070707070707070707070707"
+        }
+        "postmark" => "hooks:cli-test-password",
+        _ => "cli-test-secret",
+    }
+}
+
+/// The key the verifier takes: the shared secret, or the public key.
+pub fn verifying_key(scheme: &str) -> String {
+    let signer = registry::signer(scheme, signing_key(scheme), &SchemeOptions::new()).unwrap();
+    match signer.info().key {
+        KeyKind::KeyPair => signer.public_key().unwrap().to_owned(),
+        _ => signing_key(scheme).to_owned(),
+    }
+}
+
+/// Every scheme this build has.
+pub fn schemes() -> impl Iterator<Item = &'static SchemeInfo> {
+    SCHEMES.iter().filter(|s| s.is_available())
+}
+
+/// A pipeline per scheme for a receiver reached at `addr`.
+fn receivers(addr: SocketAddr) -> Vec<(String, Receiver)> {
+    let options =
+        SchemeOptions::new().public_url(PublicUrl::base(format!("http://{addr}")).unwrap());
+    schemes()
+        .map(|s| {
+            let verifier = registry::verifier(s.name, &[verifying_key(s.name)], &options).unwrap();
+            (format!("/{}", s.name), Receiver::builder(verifier).build())
+        })
+        .collect()
+}
+
+/// A running receiver app.
+pub struct App {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl App {
+    /// The URL of `scheme`'s route.
+    pub fn url(&self, scheme: &str) -> String {
+        format!("http://{}/{scheme}", self.addr)
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop();
+        }
+    }
+}
+
+/// The frameworks.
+#[derive(Debug, Clone, Copy)]
+pub enum Framework {
+    /// axum with tower-webhooks.
+    Axum,
+    /// actix-web with actix-webhooks.
+    Actix,
+}
+
+impl Framework {
+    /// Both.
+    pub const ALL: [Framework; 2] = [Framework::Axum, Framework::Actix];
+
+    /// Starts the app.
+    pub fn start(self) -> App {
+        match self {
+            Self::Axum => start_axum(),
+            Self::Actix => start_actix(),
+        }
+    }
+}
+
+fn start_axum() -> App {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = receivers(addr)
+        .into_iter()
+        .fold(axum::Router::new(), |app, (path, r)| {
+            app.route(
+                &path,
+                axum::routing::post(|| async { http::StatusCode::NO_CONTENT })
+                    .layer(tower_webhooks::WebhookLayer::from_receiver(r)),
+            )
+        });
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let server = axum::serve(listener, app);
+            tokio::select! {
+                _ = server => {}
+                _ = tokio::task::spawn_blocking(move || rx.recv()) => {}
+            }
+        });
+    });
+    App {
+        addr,
+        stop: Some(Box::new(move || {
+            let _ = tx.send(());
+        })),
+    }
+}
+
+fn start_actix() -> App {
+    use actix_web::{App as ActixApp, HttpResponse, HttpServer, web};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let routes = receivers(addr);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let system = actix_web::rt::System::new();
+        system.block_on(async move {
+            let server = HttpServer::new(move || {
+                routes.iter().fold(ActixApp::new(), |app, (path, r)| {
+                    app.service(
+                        web::resource(path.as_str())
+                            .wrap(actix_webhooks::Webhooks::from_receiver(r.clone()))
+                            .route(web::post().to(|| async { HttpResponse::NoContent().finish() })),
+                    )
+                })
+            })
+            .workers(2)
+            .disable_signals()
+            .shutdown_timeout(1)
+            .listen(listener)
+            .unwrap()
+            .run();
+            let _ = tx.send(server.handle());
+            let _ = server.await;
+        });
+    });
+    let handle = rx.recv().unwrap();
+    App {
+        addr,
+        stop: Some(Box::new(move || drop(handle.stop(false)))),
+    }
+}

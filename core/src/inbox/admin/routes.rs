@@ -1,0 +1,292 @@
+//! The routes: each path and method to its inbox call and JSON answer.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::access::Caller;
+use super::answers::{dead_json, delivery_json};
+use super::query::{parse_delivery_query, parse_query, percent_decode};
+use super::{AdminConfig, AdminResponse};
+use crate::inbox::{DeadLetterCursor, DeadLetterFilter, Inbox, InboxError, Transition};
+
+fn count(action: &'static str, n: u64) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(super::ACTIONS, "action" => action).increment(n);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (action, n);
+}
+
+/// `GET /activity[?minutes=n]`: the per-minute series ([`Inbox::activity`]).
+async fn activity(
+    inbox: &dyn Inbox,
+    method: &Method,
+    minutes: Option<&str>,
+) -> Result<AdminResponse, InboxError> {
+    if method != Method::GET {
+        return Ok(AdminResponse::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed",
+        ));
+    }
+    let minutes = match minutes.map(str::parse::<u32>) {
+        None => crate::inbox::ACTIVITY_MINUTES,
+        Some(Ok(n)) if (1..=crate::inbox::ACTIVITY_MINUTES).contains(&n) => n,
+        Some(_) => {
+            return Ok(AdminResponse::error(
+                StatusCode::BAD_REQUEST,
+                "`minutes` is a number from 1 to 60",
+            ));
+        }
+    };
+    let activity = inbox.activity(minutes).await?;
+    let (accepted, completed, failed) = activity.totals();
+    let series: Vec<_> = activity
+        .minutes
+        .iter()
+        .map(|m| {
+            json!({
+                "start": m.start.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                "accepted": m.accepted,
+                "completed": m.completed,
+                "failed": m.failed,
+            })
+        })
+        .collect();
+    Ok(AdminResponse::new(
+        StatusCode::OK,
+        json!({
+            "minutes": series,
+            "totals": {"accepted": accepted, "completed": completed, "failed": failed},
+        }),
+    ))
+}
+
+pub(super) async fn route(
+    inbox: &dyn Inbox,
+    config: &AdminConfig,
+    caller: &Caller,
+    method: &Method,
+    path: &str,
+    query: &str,
+) -> Result<AdminResponse, InboxError> {
+    let params = parse_query(query);
+    let get = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let not_allowed = || AdminResponse::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    if path == "/stats" {
+        if method != Method::GET {
+            return Ok(not_allowed());
+        }
+        let stats = inbox.stats().await?;
+        return Ok(AdminResponse::new(
+            StatusCode::OK,
+            json!({
+                "pending": stats.pending,
+                "due": stats.due,
+                "oldest_due_age_ms": stats.oldest_due_age.map(|d| d.as_millis() as u64),
+                "in_flight": stats.in_flight,
+                "dead": stats.dead,
+                "completed": stats.completed,
+                "paused": stats.paused,
+            }),
+        ));
+    }
+    if path == "/activity" {
+        return activity(inbox, method, get("minutes")).await;
+    }
+    if path == "/pause" || path == "/resume" {
+        if method != Method::POST {
+            return Ok(not_allowed());
+        }
+        let (paused, action) = if path == "/pause" {
+            (true, "pause")
+        } else {
+            (false, "resume")
+        };
+        let changed = inbox.set_paused(paused).await?;
+        tracing::info!(who = %caller.who, action, changed, "inbox admin action");
+        count(action, 1);
+        return Ok(AdminResponse::new(
+            StatusCode::OK,
+            json!({ "paused": paused, "changed": changed }),
+        ));
+    }
+    if path == "/purge" {
+        if method != Method::POST {
+            return Ok(not_allowed());
+        }
+        let Some(secs) = get("older_than").and_then(|v| v.parse::<u64>().ok()) else {
+            return Ok(AdminResponse::error(
+                StatusCode::BAD_REQUEST,
+                "older_than (seconds) is required",
+            ));
+        };
+        let force = match get("force") {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(_) => {
+                return Ok(AdminResponse::error(
+                    StatusCode::BAD_REQUEST,
+                    "force is true or false",
+                ));
+            }
+        };
+        let minimum = config.min_purge_age.as_secs();
+        if secs < minimum && !force {
+            return Ok(AdminResponse::new(
+                StatusCode::BAD_REQUEST,
+                json!({
+                    "error": format!(
+                        "older_than is below the minimum of {minimum} seconds: the completed events are the inbox's memory of processed deliveries (a sender's retry of a purged one runs again); add force=true to purge anyway"
+                    ),
+                    "min_older_than": minimum,
+                }),
+            ));
+        }
+        let purged = inbox.purge_completed(Duration::from_secs(secs)).await?;
+        tracing::info!(who = %caller.who, action = "purge", older_than_secs = secs, force, purged, "inbox admin action");
+        count("purge", purged);
+        return Ok(AdminResponse::new(
+            StatusCode::OK,
+            json!({ "purged": purged }),
+        ));
+    }
+    if path == "/deliveries" {
+        if method != Method::GET {
+            return Ok(not_allowed());
+        }
+        let filter = match parse_delivery_query(query) {
+            Ok(filter) => filter,
+            Err(error) => return Ok(AdminResponse::error(StatusCode::BAD_REQUEST, error)),
+        };
+        let page = inbox.deliveries(&filter).await?;
+        let items: Vec<Value> = page
+            .items
+            .iter()
+            .map(|d| delivery_json(d, &config.redaction, None))
+            .collect();
+        return Ok(AdminResponse::new(
+            StatusCode::OK,
+            json!({ "items": items, "next": page.next.map(|c| c.to_string()) }),
+        ));
+    }
+    if let Some(key) = path.strip_prefix("/deliveries/") {
+        if method != Method::GET {
+            return Ok(not_allowed());
+        }
+        return Ok(match inbox.delivery_get(&percent_decode(key)).await? {
+            Some(one) => AdminResponse::new(
+                StatusCode::OK,
+                delivery_json(&one, &config.redaction, Some(caller.bodies)),
+            ),
+            None => AdminResponse::error(StatusCode::NOT_FOUND, "no such delivery"),
+        });
+    }
+    if path == "/dead-letters" {
+        if method != Method::GET {
+            return Ok(not_allowed());
+        }
+        let mut filter = DeadLetterFilter {
+            scheme: get("scheme").map(str::to_owned),
+            event_type: get("event_type").map(str::to_owned),
+            ..DeadLetterFilter::default()
+        };
+        for (name, slot) in [
+            ("from", &mut filter.received_from),
+            ("until", &mut filter.received_until),
+        ] {
+            if let Some(value) = get(name) {
+                // A number of seconds past what a time can hold is refused
+                // too (adding it would panic; found by the admin_api fuzz target).
+                let Some(time) = value
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|secs| UNIX_EPOCH.checked_add(Duration::from_secs(secs)))
+                else {
+                    return Ok(AdminResponse::error(
+                        StatusCode::BAD_REQUEST,
+                        "from and until are Unix seconds",
+                    ));
+                };
+                *slot = Some(time);
+            }
+        }
+        if let Some(after) = get("after") {
+            let Ok(cursor) = after.parse::<DeadLetterCursor>() else {
+                return Ok(AdminResponse::error(
+                    StatusCode::BAD_REQUEST,
+                    "malformed cursor",
+                ));
+            };
+            filter.after = Some(cursor);
+        }
+        if let Some(limit) = get("limit") {
+            let Ok(limit) = limit.parse() else {
+                return Ok(AdminResponse::error(
+                    StatusCode::BAD_REQUEST,
+                    "limit is a number",
+                ));
+            };
+            filter.limit = Some(limit);
+        }
+        let page = inbox.dead_letters(&filter).await?;
+        let items: Vec<Value> = page
+            .items
+            .iter()
+            .map(|d| dead_json(d, &config.redaction, None))
+            .collect();
+        return Ok(AdminResponse::new(
+            StatusCode::OK,
+            json!({ "items": items, "next": page.next.map(|c| c.to_string()) }),
+        ));
+    }
+    let Some(rest) = path.strip_prefix("/dead-letters/") else {
+        return Ok(AdminResponse::error(
+            StatusCode::NOT_FOUND,
+            "no such admin route",
+        ));
+    };
+    if let Some(key) = rest.strip_suffix("/replay") {
+        if method != Method::POST {
+            return Ok(not_allowed());
+        }
+        let key = percent_decode(key);
+        let outcome = inbox.replay(&key).await?;
+        let applied = outcome == Transition::Applied;
+        tracing::info!(who = %caller.who, action = "replay", key = %key, applied, "inbox admin action");
+        return Ok(if applied {
+            count("replay", 1);
+            AdminResponse::new(StatusCode::OK, json!({ "replayed": true }))
+        } else {
+            AdminResponse::error(StatusCode::CONFLICT, "not a dead letter")
+        });
+    }
+    let key = percent_decode(rest);
+    if method == Method::GET {
+        return Ok(match inbox.dead_letter_get(&key).await? {
+            Some(dead) => AdminResponse::new(
+                StatusCode::OK,
+                dead_json(&dead, &config.redaction, Some(caller.bodies)),
+            ),
+            None => AdminResponse::error(StatusCode::NOT_FOUND, "no such dead letter"),
+        });
+    }
+    if method == Method::DELETE {
+        let outcome = inbox.discard(&key).await?;
+        let applied = outcome == Transition::Applied;
+        tracing::info!(who = %caller.who, action = "discard", key = %key, applied, "inbox admin action");
+        return Ok(if applied {
+            count("discard", 1);
+            AdminResponse::new(StatusCode::NO_CONTENT, Value::Null)
+        } else {
+            AdminResponse::error(StatusCode::NOT_FOUND, "no such dead letter")
+        });
+    }
+    Ok(not_allowed())
+}

@@ -1,0 +1,757 @@
+//! Every signing scheme by name: what it signs and needs ([`SCHEMES`]), a
+//! verifier built from a scheme's name and its secrets ([`verifier`]), and a
+//! test signer sending what its provider would ([`signer`]).
+//!
+//! For tools that take the scheme as a word (a command line, a config
+//! file): the same verifiers as the scheme types, built through their
+//! builders, with the builders' own [`ConfigError`]s.
+//!
+//! ```
+//! use std::time::SystemTime;
+//! use webhooks_core::scheme::registry::{self, SchemeOptions};
+//! use webhooks_core::testing::{SignTest, TestDelivery};
+//!
+//! let options = SchemeOptions::new();
+//! let signer = registry::signer("stripe", "whsec_test_secret", &options)?;
+//! let verifier = registry::verifier("stripe", &["whsec_test_secret"], &options)?;
+//! let delivery = TestDelivery::new(r#"{"id":"evt_1","type":"invoice.paid"}"#);
+//! let headers = signer.sign_test(&delivery)?;
+//! let verified = verifier.verify(&headers, delivery.body(), SystemTime::now())?;
+//! assert_eq!(verified.event_type.as_deref(), Some("invoice.paid"));
+//! // A secret in the wrong format: the builder's own error.
+//! let err = registry::verifier("stripe", &["sk_live_x"], &options).err().unwrap();
+//! assert!(err.to_string().contains("whsec_"), "{err}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Left out: [`GenericHmac`](super::GenericHmac) (configured field by field,
+//! not by a name) and Amazon SNS (signed by AWS's certificates, fetched by
+//! the verifier).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderMap;
+
+use super::{
+    DEFAULT_TOLERANCE, GitHub, GitLab, HubSpot, Intercom, Linear, Mailgun, Mandrill, Paddle,
+    Postmark, Shopify, Slack, Square, StandardWebhooks, Stripe, Twilio, Typeform, Zoom,
+};
+use crate::testing::{SignTest, TEST_ORIGIN, TestDelivery};
+use crate::{ConfigError, PublicUrl, Verifier};
+
+/// What a scheme's key is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyKind {
+    /// A shared secret: the same value signs and verifies.
+    Shared,
+    /// A key pair: the provider signs with its private key, the receiver
+    /// verifies with the public key.
+    KeyPair,
+}
+
+/// A signing scheme: its name, and what it signs and needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SchemeInfo {
+    /// The name [`verifier`] and [`signer`] take (`"stripe"`), as
+    /// [`Verifier::scheme`] reports it.
+    pub name: &'static str,
+    /// The provider, for people (`"Stripe"`).
+    pub provider: &'static str,
+    /// Shared secret or key pair.
+    pub key: KeyKind,
+    /// What the key is and its format, for people (`"endpoint secret,
+    /// whsec_…"`). For a key pair, the private key's and the public key's.
+    pub key_format: &'static str,
+    /// Whether the URL the provider called is signed (the verifier needs a
+    /// [`PublicUrl`]).
+    pub signs_url: bool,
+    /// Whether the body is signed (GitLab and Postmark send a shared token
+    /// instead; Mailgun signs its timestamp and token, not the event data).
+    pub signs_body: bool,
+    /// Whether a timestamp is signed and checked against a replay window.
+    pub signs_timestamp: bool,
+    /// The header carrying the signature (or the token), lowercase; `None`
+    /// when it travels in the body (Mailgun's `signature.signature`).
+    pub signature_header: Option<&'static str>,
+    /// A body field holding the signed timestamp, in Unix milliseconds
+    /// (Linear's `webhookTimestamp`): a sender writes a fresh one before
+    /// signing.
+    pub timestamp_field: Option<&'static str>,
+    /// The `Content-Type` the provider sends.
+    pub content_type: &'static str,
+    /// The replay window the verifier uses unless told otherwise.
+    pub default_tolerance: Option<Duration>,
+    /// The webhooks-core feature the scheme needs, when it is optional.
+    pub feature: Option<&'static str>,
+}
+
+impl SchemeInfo {
+    /// Whether this build of webhooks-core has the scheme (its feature on).
+    #[must_use]
+    pub fn is_available(&self) -> bool {
+        let missing = (self.feature == Some("ed25519") && !cfg!(feature = "ed25519"))
+            || (self.feature == Some("sendgrid") && !cfg!(feature = "sendgrid"));
+        !missing
+    }
+}
+
+const JSON: &str = "application/json";
+const FORM: &str = "application/x-www-form-urlencoded";
+
+const fn info(name: &'static str, provider: &'static str, key_format: &'static str) -> SchemeInfo {
+    SchemeInfo {
+        name,
+        provider,
+        key: KeyKind::Shared,
+        key_format,
+        signs_url: false,
+        signs_body: true,
+        signs_timestamp: false,
+        signature_header: None,
+        timestamp_field: None,
+        content_type: JSON,
+        default_tolerance: None,
+        feature: None,
+    }
+}
+
+impl SchemeInfo {
+    const fn header(mut self, header: &'static str) -> Self {
+        self.signature_header = Some(header);
+        self
+    }
+
+    const fn timestamped(mut self, tolerance: Duration) -> Self {
+        self.signs_timestamp = true;
+        self.default_tolerance = Some(tolerance);
+        self
+    }
+
+    const fn url(mut self) -> Self {
+        self.signs_url = true;
+        self
+    }
+
+    const fn form(mut self) -> Self {
+        self.content_type = FORM;
+        self
+    }
+
+    const fn unsigned_body(mut self) -> Self {
+        self.signs_body = false;
+        self
+    }
+
+    const fn key_pair(mut self, feature: &'static str) -> Self {
+        self.key = KeyKind::KeyPair;
+        self.feature = Some(feature);
+        self
+    }
+}
+
+/// Every scheme [`verifier`] and [`signer`] know, in the order of the
+/// [scheme table](super). Those whose feature is off in this build are
+/// listed too (see [`SchemeInfo::is_available`]).
+pub const SCHEMES: &[SchemeInfo] = &[
+    info(
+        "standard-webhooks",
+        "Standard Webhooks (Svix, Resend, Clerk…)",
+        "whsec_ + base64",
+    )
+    .header("webhook-signature")
+    .timestamped(DEFAULT_TOLERANCE),
+    info("stripe", "Stripe", "endpoint secret, whsec_…")
+        .header("stripe-signature")
+        .timestamped(DEFAULT_TOLERANCE),
+    info("github", "GitHub", "webhook secret, any string").header("x-hub-signature-256"),
+    info("slack", "Slack", "signing secret")
+        .header("x-slack-signature")
+        .timestamped(DEFAULT_TOLERANCE)
+        .form(),
+    info("shopify", "Shopify", "app client secret").header("x-shopify-hmac-sha256"),
+    info("twilio", "Twilio", "auth token")
+        .header("x-twilio-signature")
+        .url()
+        .form(),
+    info("square", "Square", "signature key")
+        .header("x-square-hmacsha256-signature")
+        .url(),
+    info(
+        "mandrill",
+        "Mandrill (Mailchimp Transactional)",
+        "webhook key",
+    )
+    .header("x-mandrill-signature")
+    .url()
+    .form(),
+    info("hubspot", "HubSpot (v3)", "app client secret")
+        .header("x-hubspot-signature-v3")
+        .url()
+        .timestamped(DEFAULT_TOLERANCE),
+    info(
+        "discord",
+        "Discord",
+        "private key: 64 hex digits (ed25519 seed); public key: 64 hex digits",
+    )
+    .header("x-signature-ed25519")
+    .timestamped(DEFAULT_TOLERANCE)
+    .key_pair("ed25519"),
+    info("gitlab", "GitLab", "secret token")
+        .header("x-gitlab-token")
+        .unsigned_body(),
+    SchemeInfo {
+        timestamp_field: Some("webhookTimestamp"),
+        ..info("linear", "Linear", "webhook signing secret")
+            .header("linear-signature")
+            .timestamped(super::linear::LINEAR_TOLERANCE)
+    },
+    info("zoom", "Zoom", "secret token")
+        .header("x-zm-signature")
+        .timestamped(DEFAULT_TOLERANCE),
+    info(
+        "paddle",
+        "Paddle Billing",
+        "endpoint secret key (pdl_ntf_…)",
+    )
+    .header("paddle-signature")
+    .timestamped(super::paddle::PADDLE_TOLERANCE),
+    info("intercom", "Intercom", "app client secret").header("x-hub-signature"),
+    info("typeform", "Typeform", "webhook secret").header("typeform-signature"),
+    info(
+        "sendgrid",
+        "SendGrid Event Webhook",
+        "private key: 64 hex digits (P-256 scalar); public key: base64 DER",
+    )
+    .header("x-twilio-email-event-webhook-signature")
+    .timestamped(DEFAULT_TOLERANCE)
+    .key_pair("sendgrid"),
+    info("mailgun", "Mailgun", "HTTP webhook signing key")
+        .timestamped(DEFAULT_TOLERANCE)
+        .unsigned_body(),
+    info(
+        "postmark",
+        "Postmark",
+        "basic auth credential, user:password",
+    )
+    .header("authorization")
+    .unsigned_body(),
+];
+
+/// Why [`verifier`] or [`signer`] could not build a scheme.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// No scheme has that name. The name is not repeated (it may be a
+    /// secret typed in the wrong place); the known names are.
+    #[error("unknown scheme; known schemes: {known}")]
+    UnknownScheme {
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// The scheme needs a webhooks-core feature this build does not have.
+    #[error("scheme {scheme} needs webhooks-core's `{feature}` feature")]
+    Unavailable {
+        /// The scheme.
+        scheme: &'static str,
+        /// The feature.
+        feature: &'static str,
+    },
+    /// The scheme's builder refused a key or a setting.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// The scheme called `name` (`standard` is `standard-webhooks` too).
+///
+/// # Errors
+///
+/// [`RegistryError::UnknownScheme`] listing the known names.
+pub fn find(name: &str) -> Result<&'static SchemeInfo, RegistryError> {
+    let name = match name {
+        "standard" => "standard-webhooks",
+        other => other,
+    };
+    SCHEMES
+        .iter()
+        .find(|s| s.name.eq_ignore_ascii_case(name))
+        .ok_or_else(|| RegistryError::UnknownScheme {
+            known: SCHEMES
+                .iter()
+                .map(|s| s.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// What [`verifier`] and [`signer`] configure besides the keys.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct SchemeOptions {
+    /// The public URL URL-signing schemes rebuild (required by their
+    /// verifiers; a [`signer`] signs the delivery's own URL).
+    pub public_url: Option<PublicUrl>,
+    /// The replay window, for the schemes that sign a timestamp (default:
+    /// [`SchemeInfo::default_tolerance`]).
+    pub tolerance: Option<Duration>,
+}
+
+impl SchemeOptions {
+    /// No public URL, the schemes' own tolerances.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the public URL.
+    #[must_use]
+    pub fn public_url(mut self, public_url: PublicUrl) -> Self {
+        self.public_url = Some(public_url);
+        self
+    }
+
+    /// Sets the replay window.
+    #[must_use]
+    pub fn tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = Some(tolerance);
+        self
+    }
+}
+
+fn available(name: &str) -> Result<&'static SchemeInfo, RegistryError> {
+    let info = find(name)?;
+    match (info.is_available(), info.feature) {
+        (false, Some(feature)) => Err(RegistryError::Unavailable {
+            scheme: info.name,
+            feature,
+        }),
+        _ => Ok(info),
+    }
+}
+
+/// `user:password`, split at the first `:`.
+fn credential(value: &str) -> Result<(&str, &str), ConfigError> {
+    value.split_once(':').ok_or(ConfigError::Invalid {
+        what: "Postmark credential",
+        reason: "expected user:password",
+    })
+}
+
+/// Builds the verifier of the scheme called `name` with `keys` (several for
+/// rotation, in order: [`MatchedKey::Secret`](crate::MatchedKey) reports
+/// the index that matched). For a key pair the keys are public keys; for
+/// Postmark each is `user:password`.
+///
+/// # Errors
+///
+/// [`RegistryError::UnknownScheme`], [`RegistryError::Unavailable`], or the
+/// builder's [`ConfigError`] (a key in the wrong format, no key, a
+/// URL-signing scheme without a public URL).
+pub fn verifier<K: AsRef<str>>(
+    name: &str,
+    keys: &[K],
+    options: &SchemeOptions,
+) -> Result<Box<dyn Verifier>, RegistryError> {
+    let info = available(name)?;
+    let keys = || keys.iter().map(AsRef::as_ref);
+    let bytes = || keys().map(str::as_bytes);
+    let tolerance = options.tolerance.or(info.default_tolerance);
+    let tolerance = tolerance.unwrap_or(DEFAULT_TOLERANCE);
+    let url = || {
+        options.public_url.clone().ok_or(ConfigError::Setting(
+            "a public URL is required: this scheme signs the URL it called",
+        ))
+    };
+    let boxed: Box<dyn Verifier> = match info.name {
+        "standard-webhooks" => Box::new(
+            keys()
+                .fold(StandardWebhooks::builder(), |b, k| b.secret(k))
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        "stripe" => Box::new(
+            Stripe::builder()
+                .secrets(keys())
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        "github" => Box::new(GitHub::builder().secrets(bytes()).build()?),
+        "slack" => Box::new(
+            Slack::builder()
+                .secrets(bytes())
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        "shopify" => Box::new(Shopify::builder().secrets(bytes()).build()?),
+        "twilio" => Box::new(
+            Twilio::builder()
+                .auth_tokens(bytes())
+                .public_url(url()?)
+                .build()?,
+        ),
+        "square" => Box::new(
+            bytes()
+                .fold(Square::builder(), |b, k| b.signature_key(k))
+                .public_url(url()?)
+                .build()?,
+        ),
+        "mandrill" => Box::new(
+            bytes()
+                .fold(Mandrill::builder(), |b, k| b.webhook_key(k))
+                .public_url(url()?)
+                .build()?,
+        ),
+        "hubspot" => Box::new(
+            bytes()
+                .fold(HubSpot::builder(), |b, k| b.client_secret(k))
+                .public_url(url()?)
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        #[cfg(feature = "ed25519")]
+        "discord" => Box::new(
+            keys()
+                .fold(super::Discord::builder(), |b, k| b.public_key(k))
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        "gitlab" => Box::new(keys().fold(GitLab::builder(), |b, k| b.token(k)).build()?),
+        "linear" => Box::new(
+            Linear::builder()
+                .secrets(bytes())
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        "zoom" => Box::new(
+            Zoom::builder()
+                .secrets(bytes())
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        "paddle" => Box::new(
+            Paddle::builder()
+                .secrets(bytes())
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        "intercom" => Box::new(Intercom::builder().secrets(bytes()).build()?),
+        "typeform" => Box::new(Typeform::builder().secrets(bytes()).build()?),
+        #[cfg(feature = "sendgrid")]
+        "sendgrid" => Box::new(
+            super::SendGrid::builder()
+                .public_keys(keys())
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        "mailgun" => Box::new(
+            Mailgun::builder()
+                .secrets(bytes())
+                .tolerance(tolerance)
+                .build()?,
+        ),
+        "postmark" => {
+            let mut builder = Postmark::builder();
+            for key in keys() {
+                let (user, password) = credential(key)?;
+                builder = builder.credential(user, password);
+            }
+            Box::new(builder.build()?)
+        }
+        _ => unreachable!("every available scheme in SCHEMES is built"),
+    };
+    Ok(boxed)
+}
+
+/// A test signer of a scheme, built by [`signer`]: signs a
+/// [`TestDelivery`] as its provider would. `Debug` never shows its key.
+pub struct SchemeSigner {
+    info: &'static SchemeInfo,
+    inner: Box<dyn SignTest + Send + Sync>,
+    public_key: Option<String>,
+}
+
+impl std::fmt::Debug for SchemeSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemeSigner")
+            .field("scheme", &self.info.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SchemeSigner {
+    /// The scheme.
+    #[must_use]
+    pub fn info(&self) -> &'static SchemeInfo {
+        self.info
+    }
+
+    /// For a key pair, the public key to build the verifier with (Discord:
+    /// hex; SendGrid: base64 DER); `None` for a shared secret.
+    #[must_use]
+    pub fn public_key(&self) -> Option<&str> {
+        self.public_key.as_deref()
+    }
+}
+
+impl SignTest for SchemeSigner {
+    fn sign_test(&self, delivery: &TestDelivery) -> Result<HeaderMap, ConfigError> {
+        self.inner.sign_test(delivery)
+    }
+
+    fn sign_test_body(&self, delivery: &TestDelivery) -> Result<Bytes, ConfigError> {
+        self.inner.sign_test_body(delivery)
+    }
+}
+
+/// 64 hex digits as 32 bytes.
+#[cfg(any(feature = "ed25519", feature = "sendgrid"))]
+fn private_key(key: &str) -> Result<[u8; 32], ConfigError> {
+    super::decode_hex::<32>(key.trim()).ok_or(ConfigError::Invalid {
+        what: "private key",
+        reason: "expected 64 hex digits",
+    })
+}
+
+/// Builds the test signer of the scheme called `name` with `key`: the
+/// shared secret, or for a key pair the private key (64 hex digits: an
+/// ed25519 seed for Discord, a P-256 scalar for SendGrid). URL-signing
+/// schemes sign the delivery's [URL](TestDelivery::url).
+///
+/// # Errors
+///
+/// As [`verifier`].
+pub fn signer(
+    name: &str,
+    key: &str,
+    options: &SchemeOptions,
+) -> Result<SchemeSigner, RegistryError> {
+    let info = available(name)?;
+    #[cfg_attr(
+        not(any(feature = "ed25519", feature = "sendgrid")),
+        allow(unused_mut, reason = "set by the key-pair schemes")
+    )]
+    let mut public_key = None;
+    let inner: Box<dyn SignTest + Send + Sync> = match info.name {
+        #[cfg(feature = "ed25519")]
+        "discord" => {
+            let signer = crate::testing::DiscordSigner::from_seed(private_key(key)?);
+            public_key = Some(signer.public_key_hex());
+            Box::new(signer)
+        }
+        #[cfg(feature = "sendgrid")]
+        "sendgrid" => {
+            let signer = super::sendgrid::Signer::from_bytes(&private_key(key)?)?;
+            public_key = Some(signer.public_key());
+            Box::new(signer)
+        }
+        "standard-webhooks" => Box::new(StandardWebhooks::new(key)?),
+        "stripe" => Box::new(Stripe::new(key)?),
+        "github" => Box::new(GitHub::new(key)?),
+        "slack" => Box::new(Slack::new(key)?),
+        "shopify" => Box::new(Shopify::new(key)?),
+        "gitlab" => Box::new(GitLab::new(key)?),
+        "linear" => Box::new(Linear::new(key)?),
+        "zoom" => Box::new(Zoom::new(key)?),
+        "paddle" => Box::new(Paddle::new(key)?),
+        "intercom" => Box::new(Intercom::new(key)?),
+        "typeform" => Box::new(Typeform::new(key)?),
+        "mailgun" => Box::new(Mailgun::new(key)?),
+        "postmark" => {
+            let (user, password) = credential(key)?;
+            Box::new(Postmark::new(user, password)?)
+        }
+        // The URL-signing schemes sign the delivery's URL; their builders
+        // want a public URL all the same.
+        "twilio" => Box::new(
+            Twilio::builder()
+                .auth_token(key)
+                .public_url(signing_url(options)?)
+                .build()?,
+        ),
+        "square" => Box::new(
+            Square::builder()
+                .signature_key(key)
+                .public_url(signing_url(options)?)
+                .build()?,
+        ),
+        "mandrill" => Box::new(
+            Mandrill::builder()
+                .webhook_key(key)
+                .public_url(signing_url(options)?)
+                .build()?,
+        ),
+        "hubspot" => Box::new(
+            HubSpot::builder()
+                .client_secret(key)
+                .public_url(signing_url(options)?)
+                .build()?,
+        ),
+        _ => unreachable!("every available scheme in SCHEMES signs"),
+    };
+    Ok(SchemeSigner {
+        info,
+        inner,
+        public_key,
+    })
+}
+
+/// The options' public URL, or [`TEST_ORIGIN`].
+fn signing_url(options: &SchemeOptions) -> Result<PublicUrl, ConfigError> {
+    match &options.public_url {
+        Some(url) => Ok(url.clone()),
+        None => PublicUrl::base(TEST_ORIGIN),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use super::*;
+    use crate::{MatchedKey, RequestHead, VerifyError};
+
+    /// A key each scheme accepts, and another of the same format.
+    fn keys(info: &SchemeInfo) -> [&'static str; 2] {
+        match info.name {
+            "standard-webhooks" => [
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
+            ],
+            "stripe" => ["whsec_one", "whsec_two"],
+            "discord" | "sendgrid" => [
+                "0707070707070707070707070707070707070707070707070707070707070707",
+                "0909090909090909090909090909090909090909090909090909090909090909",
+            ],
+            "postmark" => ["user:one", "user:two"],
+            _ => ["secret-one", "secret-two"],
+        }
+    }
+
+    fn body(info: &SchemeInfo) -> String {
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        match info.content_type {
+            FORM => "From=%2B15550001111&Body=hello".to_owned(),
+            _ => format!(
+                r#"{{"id":"evt_1","event_id":"e1","type":"hello","event":"hello","webhookTimestamp":{millis},"RecordType":"Delivery","MessageID":"m1","DeliveredAt":"2024-01-01T00:00:00Z"}}"#
+            ),
+        }
+    }
+
+    fn options() -> SchemeOptions {
+        SchemeOptions::new().public_url(PublicUrl::base(TEST_ORIGIN).unwrap())
+    }
+
+    /// The verifier's keys for `key`: the public key of a key pair.
+    fn verifier_key(info: &SchemeInfo, key: &str) -> String {
+        let signer = signer(info.name, key, &options()).unwrap();
+        signer.public_key().unwrap_or(key).to_owned()
+    }
+
+    #[test]
+    fn every_scheme_signs_what_its_verifier_accepts() {
+        let mut built = 0;
+        for info in SCHEMES.iter().filter(|s| s.is_available()) {
+            let [first, second] = keys(info);
+            let signer = signer(info.name, second, &options()).unwrap();
+            assert_eq!(signer.info().name, info.name);
+            assert_eq!(signer.public_key().is_some(), info.key == KeyKind::KeyPair);
+            let verifier_keys = [verifier_key(info, first), verifier_key(info, second)];
+            let verifier = super::verifier(info.name, &verifier_keys, &options()).unwrap();
+            assert_eq!(verifier.scheme(), info.name);
+            let delivery = TestDelivery::new(body(info));
+            let headers = signer.sign_test(&delivery).unwrap();
+            if let Some(header) = info.signature_header {
+                assert!(headers.contains_key(header), "{}: {header}", info.name);
+            }
+            let sent = signer.sign_test_body(&delivery).unwrap();
+            let head = RequestHead::from_path_and_query("/webhooks", &headers);
+            let verified = verifier
+                .verify_head(head, &sent, SystemTime::now())
+                .unwrap_or_else(|e| panic!("{}: {e}", info.name));
+            let matched = match info.key {
+                KeyKind::KeyPair => MatchedKey::PublicKey(1),
+                KeyKind::Shared => MatchedKey::Secret(1),
+            };
+            assert_eq!(verified.matched_key, matched, "{}", info.name);
+            // A verifier with the first key only refuses it.
+            let other = super::verifier(info.name, &verifier_keys[..1], &options()).unwrap();
+            let head = RequestHead::from_path_and_query("/webhooks", &headers);
+            assert!(other.verify_head(head, &sent, SystemTime::now()).is_err());
+            built += 1;
+        }
+        assert_eq!(
+            built,
+            SCHEMES.len() - usize::from(!cfg!(feature = "sendgrid"))
+        );
+    }
+
+    #[test]
+    fn timestamped_schemes_refuse_a_stale_delivery() {
+        for info in SCHEMES
+            .iter()
+            .filter(|s| s.is_available() && s.signs_timestamp)
+        {
+            if info.timestamp_field.is_some() {
+                continue; // Linear: the body's timestamp, not the delivery's.
+            }
+            let key = keys(info)[0];
+            let signer = signer(info.name, key, &options()).unwrap();
+            let verifier =
+                super::verifier(info.name, &[verifier_key(info, key)], &options()).unwrap();
+            let stale = TestDelivery::new(body(info)).timestamp(1_000_000_000);
+            let headers = signer.sign_test(&stale).unwrap();
+            let sent = signer.sign_test_body(&stale).unwrap();
+            let head = RequestHead::from_path_and_query("/webhooks", &headers);
+            let err = verifier
+                .verify_head(head, &sent, SystemTime::now())
+                .unwrap_err();
+            assert_eq!(err, VerifyError::TimestampTooOld, "{}", info.name);
+        }
+    }
+
+    fn fails<T>(result: Result<T, RegistryError>) -> RegistryError {
+        match result {
+            Ok(_) => panic!("built"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn names_and_errors() {
+        assert_eq!(find("standard").unwrap().name, "standard-webhooks");
+        assert_eq!(find("Stripe").unwrap().name, "stripe");
+        let err = find("whsec_secret_in_the_wrong_place").unwrap_err();
+        assert!(!err.to_string().contains("whsec_secret"), "{err}");
+        assert!(err.to_string().contains("stripe, github"), "{err}");
+        let err = fails(verifier("stripe", &["sk_live_123"], &options()));
+        let RegistryError::Config(config) = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(err.to_string(), config.to_string());
+        assert!(!err.to_string().contains("sk_live_123"));
+        let err = fails(verifier("twilio", &["token"], &SchemeOptions::new()));
+        assert!(err.to_string().contains("public URL"), "{err}");
+        let err = fails(verifier("postmark", &["no-colon"], &options()));
+        assert!(err.to_string().contains("user:password"), "{err}");
+        let err = fails(signer("discord", "not-hex", &options()));
+        assert!(err.to_string().contains("64 hex digits"), "{err}");
+        let none: [&str; 0] = [];
+        let err = fails(verifier("github", &none, &options()));
+        assert_eq!(err, RegistryError::Config(ConfigError::NoKeys));
+        let signer = signer("sendgrid", keys(&SCHEMES[0])[0], &options());
+        if !cfg!(feature = "sendgrid") {
+            assert!(matches!(signer, Err(RegistryError::Unavailable { .. })));
+        }
+    }
+
+    #[test]
+    fn debug_hides_the_key() {
+        let signer = signer("github", "github-secret-marker", &options()).unwrap();
+        assert!(!format!("{signer:?}").contains("marker"));
+    }
+}
