@@ -1,7 +1,7 @@
 //! The body to sign: a built-in fixture (`--event`), a file (`--body-file`,
 //! `-` for stdin) or inline text (`--body`), edited with `--set`.
 
-use std::io::Read as _;
+use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 
 use clap::Args;
@@ -34,12 +34,64 @@ pub(crate) struct BodyArgs {
     pub(crate) content_type: Option<String>,
 }
 
+/// A piece of a body template: bytes of its text, or a placeholder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    /// `text[start..end]`, as is.
+    Text(usize, usize),
+    /// `{{id}}`.
+    Id,
+    /// `{{timestamp}}`.
+    Timestamp,
+    /// `{{timestamp_ms}}`.
+    TimestampMs,
+    /// `{{iso}}`.
+    Iso,
+}
+
+/// `text` cut at its placeholders, once: rendering a delivery is then one
+/// pass that copies the pieces (`send --repeat` renders every delivery).
+fn pieces(text: &[u8]) -> Vec<Piece> {
+    const PLACEHOLDERS: [(&[u8], Piece); 4] = [
+        (b"{{id}}", Piece::Id),
+        (b"{{timestamp_ms}}", Piece::TimestampMs),
+        (b"{{timestamp}}", Piece::Timestamp),
+        (b"{{iso}}", Piece::Iso),
+    ];
+    let mut pieces = Vec::new();
+    let (mut start, mut at) = (0, 0);
+    while at < text.len() {
+        let found = match text[at] {
+            b'{' => PLACEHOLDERS
+                .iter()
+                .find(|(name, _)| text[at..].starts_with(name)),
+            _ => None,
+        };
+        match found {
+            Some((name, piece)) => {
+                if start < at {
+                    pieces.push(Piece::Text(start, at));
+                }
+                pieces.push(*piece);
+                at += name.len();
+                start = at;
+            }
+            None => at += 1,
+        }
+    }
+    if start < text.len() {
+        pieces.push(Piece::Text(start, text.len()));
+    }
+    pieces
+}
+
 /// A body before each delivery's id and time go in.
 #[derive(Debug, Clone)]
 pub(crate) struct Template {
     text: Vec<u8>,
-    /// Whether `{{id}}`-style placeholders are filled (fixtures only).
-    placeholders: bool,
+    /// The text cut at its placeholders (fixtures only: a body of your own
+    /// is one piece, sent byte for byte).
+    pieces: Vec<Piece>,
     edits: Vec<(Vec<String>, serde_json::Value)>,
     /// The Content-Type to send.
     pub(crate) content_type: String,
@@ -81,8 +133,8 @@ impl BodyArgs {
                     _ => JSON,
                 };
                 Template {
+                    pieces: vec![Piece::Text(0, text.len())],
                     text,
-                    placeholders: false,
                     edits,
                     content_type: content_type.to_owned(),
                     header_event: self.event.clone(),
@@ -93,7 +145,7 @@ impl BodyArgs {
                 let fixture = fixtures::find(scheme, self.event.as_deref())?;
                 Template {
                     text: fixture.body.as_bytes().to_vec(),
-                    placeholders: true,
+                    pieces: pieces(fixture.body.as_bytes()),
                     edits,
                     content_type: fixture.content_type.to_owned(),
                     header_event: fixture.header_event.map(str::to_owned),
@@ -128,17 +180,21 @@ fn parse_set(spec: &str) -> Result<(Vec<String>, serde_json::Value), Failure> {
 impl Template {
     /// The body of the delivery `id` signed at `timestamp`.
     pub(crate) fn render(&self, id: &str, timestamp: u64) -> Result<Vec<u8>, Failure> {
-        let mut text = self.text.clone();
-        if self.placeholders {
-            let as_text = String::from_utf8_lossy(&text)
-                .replace("{{id}}", id)
-                .replace(
-                    "{{timestamp_ms}}",
-                    &(timestamp.saturating_mul(1000)).to_string(),
-                )
-                .replace("{{timestamp}}", &timestamp.to_string())
-                .replace("{{iso}}", &iso8601(timestamp));
-            text = as_text.into_bytes();
+        let mut text = Vec::with_capacity(self.text.len() + 64);
+        for piece in &self.pieces {
+            match *piece {
+                Piece::Text(start, end) => text.extend_from_slice(&self.text[start..end]),
+                Piece::Id => text.extend_from_slice(id.as_bytes()),
+                Piece::Timestamp => {
+                    let _ = write!(text, "{timestamp}");
+                }
+                Piece::TimestampMs => {
+                    let _ = write!(text, "{}", timestamp.saturating_mul(1000));
+                }
+                Piece::Iso => {
+                    text.extend_from_slice(webhooks_core::testing::iso8601(timestamp).as_bytes());
+                }
+            }
         }
         if self.edits.is_empty() {
             return Ok(text);
@@ -259,37 +315,27 @@ fn form_encode(value: &str) -> String {
     out
 }
 
-/// `2024-05-01T12:00:00Z` for a Unix time.
-pub(crate) fn iso8601(unix: u64) -> String {
-    let days = i64::try_from(unix / 86_400).unwrap_or(0);
-    let secs = unix % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn iso_dates() {
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso8601(1_700_000_000), "2023-11-14T22:13:20Z");
-        assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00Z");
+    fn placeholders_are_filled_in_one_pass() {
+        let text = b"{\"id\":\"{{id}}\",\"t\":{{timestamp}},\"ms\":{{timestamp_ms}},\"at\":\"{{iso}}\",\"x\":\"{{other}}{\"}";
+        let template = Template {
+            text: text.to_vec(),
+            pieces: pieces(text),
+            edits: Vec::new(),
+            content_type: JSON.to_owned(),
+            header_event: None,
+            fixture: None,
+        };
+        assert_eq!(
+            String::from_utf8(template.render("evt_1", 1_700_000_000).unwrap()).unwrap(),
+            r#"{"id":"evt_1","t":1700000000,"ms":1700000000000,"at":"2023-11-14T22:13:20Z","x":"{{other}}{"}"#
+        );
+        assert_eq!(pieces(b""), vec![]);
+        assert_eq!(pieces(b"{{id}}"), vec![Piece::Id]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! `{{timestamp}}` the signed Unix time, `{{timestamp_ms}}` the same in
 //! milliseconds and `{{iso}}` the same as RFC 3339 text.
 
-use webhooks_core::scheme::registry::{self, SCHEMES};
+use webhooks_core::scheme::registry::{self, SCHEMES, SNS, SchemeInfo};
 
 use crate::error::Failure;
 use crate::output::{BOLD, DIM, Out, paint};
@@ -319,6 +319,11 @@ pub(crate) static FIXTURES: &[Fixture] = &[
     fixture!("sendgrid", "delivered", "delivered.json", JSON, None),
     fixture!("sendgrid", "bounce", "bounce.json", JSON, None),
     fixture!("sendgrid", "open", "open.json", JSON, None),
+    // Amazon SNS: the fixture is the notification's `Message` (here Amazon
+    // SES's email events); the signer wraps it in the signed envelope.
+    fixture!("sns", "ses.bounce", "ses.bounce.json", JSON, None),
+    fixture!("sns", "ses.complaint", "ses.complaint.json", JSON, None),
+    fixture!("sns", "ses.delivery", "ses.delivery.json", JSON, None),
     fixture!("mailgun", "delivered", "delivered.json", JSON, None),
     fixture!("mailgun", "failed", "failed.json", JSON, None),
     fixture!("mailgun", "opened", "opened.json", JSON, None),
@@ -348,11 +353,18 @@ pub(crate) fn find(scheme: &str, event: Option<&str>) -> Result<&'static Fixture
     })
 }
 
+/// Every scheme the command knows: the registry's, then Amazon SNS (which
+/// `send` and `sign` sign; its verifier fetches AWS's certificates, so
+/// `verify` and `listen` do not build it).
+pub(crate) fn all_schemes() -> impl Iterator<Item = &'static SchemeInfo> {
+    SCHEMES.iter().chain([&SNS])
+}
+
 /// `webhooks events [scheme]`.
 pub(crate) fn list(scheme: Option<&str>, out: &Out) -> Result<(), Failure> {
     let schemes: Vec<&str> = match scheme {
         Some(name) => vec![registry::find(name)?.name],
-        None => SCHEMES.iter().map(|s| s.name).collect(),
+        None => all_schemes().map(|s| s.name).collect(),
     };
     if out.json {
         let value: serde_json::Map<String, serde_json::Value> = schemes
@@ -391,8 +403,7 @@ pub(crate) fn list(scheme: Option<&str>, out: &Out) -> Result<(), Failure> {
 /// `webhooks schemes`.
 pub(crate) fn schemes(out: &Out) -> Result<(), Failure> {
     if out.json {
-        let list = SCHEMES
-            .iter()
+        let list = all_schemes()
             .map(|s| {
                 serde_json::json!({
                     "name": s.name,
@@ -405,13 +416,14 @@ pub(crate) fn schemes(out: &Out) -> Result<(), Failure> {
                     "signature_header": s.signature_header,
                     "tolerance_seconds": s.default_tolerance.map(|t| t.as_secs()),
                     "available": s.is_available(),
+                    "verifies": s.name != SNS.name,
                 })
             })
             .collect();
         out.json(&serde_json::Value::Array(list));
         return Ok(());
     }
-    for s in SCHEMES {
+    for s in all_schemes() {
         let mut signs = vec![];
         if s.signs_body {
             signs.push("body");
@@ -422,10 +434,13 @@ pub(crate) fn schemes(out: &Out) -> Result<(), Failure> {
         if s.signs_timestamp {
             signs.push("timestamp");
         }
-        let signs = match signs.is_empty() {
+        let mut signs = match signs.is_empty() {
             true => "a shared token, nothing signed".to_owned(),
             false => format!("signs {}", signs.join(" + ")),
         };
+        if s.name == SNS.name {
+            signs.push_str(" (send and sign only)");
+        }
         out.line(format!(
             "{} {}  {}",
             paint(BOLD, format!("{:<18}", s.name)),

@@ -243,7 +243,7 @@ fn delivery_json(d: &Delivery, body: bool) -> serde_json::Value {
         "delivery_id": d.meta.delivery_id,
         "event_type": d.meta.event_type,
         "matched_key": d.meta.matched_key,
-        "received_at": crate::body::iso8601(u64::try_from(unix_ms(d.meta.received_at) / 1000).unwrap_or(0)),
+        "received_at": webhooks_core::testing::iso8601(u64::try_from(unix_ms(d.meta.received_at) / 1000).unwrap_or(0)),
         "signed_at": d.meta.signed_at,
         "attempts": d.attempts,
         "last_error": d.last_error,
@@ -298,8 +298,9 @@ async fn ls(
         out.line(paint(DIM, format!("no {state} deliveries")));
     }
     for d in &found {
-        let received =
-            crate::body::iso8601(u64::try_from(unix_ms(d.meta.received_at) / 1000).unwrap_or(0));
+        let received = webhooks_core::testing::iso8601(
+            u64::try_from(unix_ms(d.meta.received_at) / 1000).unwrap_or(0),
+        );
         out.line(format!(
             "{}  {} {}  {}{}",
             paint(BOLD, &d.meta.key),
@@ -552,7 +553,7 @@ async fn tail(inbox: &Arc<dyn Inbox>, interval: Duration, out: &Out) -> Result<(
                 "{} {}",
                 paint(
                     DIM,
-                    crate::body::iso8601(
+                    webhooks_core::testing::iso8601(
                         u64::try_from(unix_ms(SystemTime::now()) / 1000).unwrap_or(0)
                     )
                 ),

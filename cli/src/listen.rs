@@ -62,7 +62,7 @@ struct Shared {
 }
 
 pub(crate) async fn run(args: ListenArgs, out: &Out) -> Result<(), Failure> {
-    let info = registry::find(&args.scheme)?;
+    let info = crate::signed::find_verifiable(&args.scheme)?;
     let secrets = args.secret.all()?;
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.bind, args.port))
         .await

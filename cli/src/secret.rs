@@ -14,7 +14,8 @@ pub(crate) struct SecretArgs {
     /// a command line is visible to other users of the machine.
     #[arg(long, env = "WEBHOOKS_SECRET", hide_env_values = true)]
     pub(crate) secret: Vec<String>,
-    /// A file holding the secret (one per line; surrounding whitespace ignored).
+    /// A file holding the secret (one per line; surrounding whitespace
+    /// ignored), or a PEM key.
     #[arg(long, value_name = "PATH")]
     pub(crate) secret_file: Option<PathBuf>,
 }
@@ -27,12 +28,17 @@ impl SecretArgs {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 Failure::usage(format!("cannot read --secret-file {}: {e}", path.display()))
             })?;
-            secrets.extend(
-                text.lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_owned),
-            );
+            if text.trim_start().starts_with("-----BEGIN") {
+                // A PEM key (Amazon SNS's RSA key): the whole file is one.
+                secrets.push(text.trim().to_owned());
+            } else {
+                secrets.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_owned),
+                );
+            }
         }
         if secrets.is_empty() {
             return Err(Failure::usage(

@@ -35,6 +35,14 @@ pub(crate) struct SigningArgs {
     /// sign, when it is not the one called (behind a proxy or tunnel).
     #[arg(long, value_name = "URL")]
     pub(crate) signed_url: Option<String>,
+    /// Amazon SNS: the `SigningCertURL` to name (the receiver pins this
+    /// key's certificate there; default: a test URL on SNS's us-east-1 host).
+    #[arg(long, value_name = "URL")]
+    pub(crate) certificate_url: Option<String>,
+    /// Amazon SNS: the topic to publish to (default:
+    /// arn:aws:sns:us-east-1:123456789012:webhooks-test).
+    #[arg(long, value_name = "ARN")]
+    pub(crate) topic_arn: Option<String>,
 }
 
 /// One signed delivery.
@@ -89,6 +97,21 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The scheme called `name`, for `verify` and `listen`: one whose verifier
+/// the registry builds (not Amazon SNS, whose verifier fetches AWS's
+/// certificates).
+pub(crate) fn find_verifiable(name: &str) -> Result<&'static SchemeInfo, Failure> {
+    let info = registry::find(name)?;
+    if info.name == registry::SNS.name {
+        return Err(Failure::usage(
+            "sns: verify and listen do not check SNS messages (its verifier fetches AWS's \
+             signing certificates: use webhooks_core::scheme::Sns in your app); send and sign \
+             sign them",
+        ));
+    }
+    Ok(info)
+}
+
 /// `Name: value` as a header.
 pub(crate) fn parse_header(spec: &str) -> Result<(HeaderName, HeaderValue), Failure> {
     let (name, value) = spec
@@ -108,7 +131,24 @@ impl Signing {
         let info = registry::find(&args.scheme)?;
         let template = args.body.template(info.name)?;
         let secret = args.secret.first()?;
-        let signer = registry::signer(info.name, &secret, &SchemeOptions::new())?;
+        let mut options = SchemeOptions::new();
+        match (info.name, &args.certificate_url, &args.topic_arn) {
+            ("sns", url, topic) => {
+                if let Some(url) = url {
+                    options = options.certificate_url(url.clone());
+                }
+                if let Some(topic) = topic {
+                    options = options.topic_arn(topic.clone());
+                }
+            }
+            (_, None, None) => {}
+            (name, _, _) => {
+                return Err(Failure::usage(format!(
+                    "--certificate-url and --topic-arn are for sns, not {name}"
+                )));
+            }
+        }
+        let signer = registry::signer(info.name, &secret, &options)?;
         let mut extra = HeaderMap::new();
         for spec in &args.headers {
             let (name, value) = parse_header(spec)?;
@@ -173,8 +213,10 @@ impl Signing {
         let mut headers = self.signer.sign_test(&delivery)?;
         let body = self.signer.sign_test_body(&delivery)?;
         let content_type = match info.name {
-            // Mailgun's signed body is JSON whatever the event data was.
+            // Mailgun's signed body is JSON whatever the event data was;
+            // SNS sends its JSON envelope as text/plain.
             "mailgun" => crate::fixtures::JSON.to_owned(),
+            "sns" => info.content_type.to_owned(),
             _ => self.template.content_type.clone(),
         };
         let content_type = HeaderValue::try_from(content_type)

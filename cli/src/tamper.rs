@@ -104,13 +104,17 @@ impl Tamper {
                         })?,
                     );
                 }
-                // Mailgun: the signature is in the body.
+                // Mailgun and SNS: the signature is in the body.
                 None => {
+                    let (pointer, field) = match scheme.name {
+                        "sns" => ("/Signature", "Signature"),
+                        _ => ("/signature/signature", "signature.signature"),
+                    };
                     let mut value: serde_json::Value = serde_json::from_slice(&request.body)
                         .map_err(|_| Failure::usage("the signed body is not JSON"))?;
-                    let signature = value.pointer_mut("/signature/signature").ok_or_else(|| {
-                        Failure::usage("no signature.signature field in the body")
-                    })?;
+                    let signature = value
+                        .pointer_mut(pointer)
+                        .ok_or_else(|| Failure::usage(format!("no {field} field in the body")))?;
                     let spoiled = spoil_signature(signature.as_str().unwrap_or_default());
                     *signature = serde_json::Value::String(spoiled);
                     request.body = serde_json::to_vec(&value).unwrap_or_default().into();

@@ -132,7 +132,7 @@ fn unix(t: SystemTime) -> u64 {
 }
 
 pub(crate) fn run(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
-    let info = registry::find(&args.scheme)?;
+    let info = crate::signed::find_verifiable(&args.scheme)?;
     let secrets = args.secret.all()?;
     let captured = match (&args.request, &args.headers, &args.body) {
         (Some(path), _, _) => capture::from_request_file(path)?,

@@ -1,7 +1,8 @@
 //! `webhooks inbox` over a real inbox: SQLite always; PostgreSQL, MariaDB
-//! and Redis when their servers answer (URLs from `WEBHOOKS_POSTGRES_URL`,
-//! `WEBHOOKS_MYSQL_URL`, `WEBHOOKS_REDIS_URL`; under `CI=true` a missing
-//! server fails the test instead of skipping it).
+//! Redis and Redis Cluster when their servers answer (URLs from
+//! `WEBHOOKS_POSTGRES_URL`, `WEBHOOKS_MYSQL_URL`, `WEBHOOKS_REDIS_URL`,
+//! `WEBHOOKS_REDIS_CLUSTER_URL`; under `CI=true` a missing server fails the
+//! test instead of skipping it).
 
 mod support;
 
@@ -216,6 +217,24 @@ async fn mariadb_inbox() {
 #[tokio::test]
 async fn redis_inbox() {
     if let Some(base) = service("Redis", "WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379") {
+        exercise(&format!("{base}?prefix=cli-inbox-{}:", unique())).await;
+    }
+}
+
+#[tokio::test]
+async fn redis_cluster_inbox() {
+    // The cluster of `.ci/redis-cluster` (CI starts it); `redis://` seed
+    // URL as the other cluster tests take it, opened as `redis-cluster://`.
+    if let Some(base) = service(
+        "Redis Cluster",
+        "WEBHOOKS_REDIS_CLUSTER_URL",
+        "redis://127.0.0.1:7000",
+    ) {
+        let base = match base.split_once("://") {
+            Some(("rediss", rest)) => format!("rediss-cluster://{rest}"),
+            Some((_, rest)) => format!("redis-cluster://{rest}"),
+            None => base,
+        };
         exercise(&format!("{base}?prefix=cli-inbox-{}:", unique())).await;
     }
 }

@@ -702,6 +702,34 @@ impl Drop for ExpectedPanics {
     }
 }
 
+/// `2024-05-01T12:00:00Z`: a Unix time in ISO 8601 (UTC, seconds), as
+/// providers write times in their payloads.
+///
+/// ```
+/// assert_eq!(webhooks_core::testing::iso8601(1_714_564_800), "2024-05-01T12:00:00Z");
+/// ```
+#[must_use]
+pub fn iso8601(unix: u64) -> String {
+    let days = i64::try_from(unix / 86_400).unwrap_or(0);
+    let secs = unix % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -710,6 +738,14 @@ mod tests {
     use crate::{Verifier as _, VerifyError};
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    #[test]
+    fn iso_dates() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(iso8601(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
 
     #[test]
     fn signs_now_with_fresh_ids() {

@@ -12,8 +12,11 @@
 use std::net::SocketAddr;
 use std::process::{Command, Output};
 
-use webhooks_core::scheme::registry::{self, KeyKind, SCHEMES, SchemeInfo, SchemeOptions};
-use webhooks_core::{PublicUrl, Receiver};
+use std::time::{Duration, SystemTime};
+
+use webhooks_core::scheme::registry::{self, KeyKind, SCHEMES, SNS, SchemeInfo, SchemeOptions};
+use webhooks_core::scheme::sns::{CertificateFetcher, FetchError, Sns, TEST_CERTIFICATE_URL};
+use webhooks_core::{PublicUrl, Receiver, RequestHead, RequestVerifier, Verified, VerifyError};
 
 /// The `webhooks` binary.
 pub fn webhooks() -> Command {
@@ -58,8 +61,56 @@ pub fn signing_key(scheme: &str) -> &'static str {
             "0707070707070707070707070707070707070707070707070707070707070707"
         }
         "postmark" => "hooks:cli-test-password",
+        "sns" => include_str!("../data/sns/test-key.pem"),
         _ => "cli-test-secret",
     }
+}
+
+/// No network: the SNS receivers pin the test certificate instead.
+struct NoNetwork;
+
+#[async_trait::async_trait]
+impl CertificateFetcher for NoNetwork {
+    async fn fetch(&self, _: &str) -> Result<Vec<u8>, FetchError> {
+        Err(FetchError::new("the tests fetch no certificate"))
+    }
+}
+
+/// The SNS verifier of the tests: the test key's certificate pinned at the
+/// signer's default URL, any topic, messages up to 5 minutes old.
+pub fn sns_verifier() -> Sns {
+    Sns::builder(NoNetwork)
+        .any_topic()
+        .max_age(Duration::from_secs(300))
+        .certificate(
+            TEST_CERTIFICATE_URL,
+            include_str!("../data/sns/test-cert.pem"),
+        )
+        .build()
+        .unwrap()
+}
+
+/// The verifier of `scheme` with its test key.
+pub fn verifier(scheme: &str, options: &SchemeOptions) -> Box<dyn RequestVerifier> {
+    match scheme {
+        "sns" => Box::new(sns_verifier()),
+        _ => Box::new(registry::verifier(scheme, &[verifying_key(scheme)], options).unwrap()),
+    }
+}
+
+/// Verifies a request with `scheme`'s test verifier, now.
+pub fn verify(
+    scheme: &str,
+    options: &SchemeOptions,
+    head: RequestHead<'_>,
+    body: &[u8],
+) -> Result<Verified, VerifyError> {
+    let verifier = verifier(scheme, options);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(verifier.verify_request(head, body, SystemTime::now()))
 }
 
 /// The key the verifier takes: the shared secret, or the public key.
@@ -73,7 +124,7 @@ pub fn verifying_key(scheme: &str) -> String {
 
 /// Every scheme this build has.
 pub fn schemes() -> impl Iterator<Item = &'static SchemeInfo> {
-    SCHEMES.iter().filter(|s| s.is_available())
+    SCHEMES.iter().chain([&SNS]).filter(|s| s.is_available())
 }
 
 /// A pipeline per scheme for a receiver reached at `addr`.
@@ -82,8 +133,11 @@ fn receivers(addr: SocketAddr) -> Vec<(String, Receiver)> {
         SchemeOptions::new().public_url(PublicUrl::base(format!("http://{addr}")).unwrap());
     schemes()
         .map(|s| {
-            let verifier = registry::verifier(s.name, &[verifying_key(s.name)], &options).unwrap();
-            (format!("/{}", s.name), Receiver::builder(verifier).build())
+            let receiver = match s.name {
+                "sns" => Receiver::builder(sns_verifier()).build(),
+                _ => Receiver::builder(verifier(s.name, &options)).build(),
+            };
+            (format!("/{}", s.name), receiver)
         })
         .collect()
 }

@@ -93,7 +93,8 @@ impl SchemeInfo {
     #[must_use]
     pub fn is_available(&self) -> bool {
         let missing = (self.feature == Some("ed25519") && !cfg!(feature = "ed25519"))
-            || (self.feature == Some("sendgrid") && !cfg!(feature = "sendgrid"));
+            || (self.feature == Some("sendgrid") && !cfg!(feature = "sendgrid"))
+            || (self.feature == Some("sns") && !cfg!(feature = "sns"));
         !missing
     }
 }
@@ -240,6 +241,24 @@ pub const SCHEMES: &[SchemeInfo] = &[
     .unsigned_body(),
 ];
 
+/// Amazon SNS (and SES, Amazon's other services, through it): [`signer`]
+/// signs its messages ([`sns::TestSigner`](super::sns::TestSigner); the key
+/// a PKCS#8 RSA private key, the receiver pins its certificate), but
+/// [`verifier`] does not build it: [`Sns`](super::Sns) verifies
+/// asynchronously, with the certificates it fetches from AWS, so it is
+/// built with its own builder and a certificate fetcher. Not in
+/// [`SCHEMES`], which lists the schemes both build; [`find`] knows it.
+pub const SNS: SchemeInfo = SchemeInfo {
+    signs_timestamp: true,
+    content_type: "text/plain; charset=UTF-8",
+    ..info(
+        "sns",
+        "Amazon SNS (SES, …)",
+        "private key: PKCS#8 RSA, PEM or base64 DER; the receiver pins or fetches its certificate",
+    )
+    .key_pair("sns")
+};
+
 /// Why [`verifier`] or [`signer`] could not build a scheme.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -259,12 +278,23 @@ pub enum RegistryError {
         /// The feature.
         feature: &'static str,
     },
+    /// The scheme is verified asynchronously ([`SNS`]): build its verifier
+    /// with its own builder.
+    #[error(
+        "scheme {scheme} is verified with certificates it fetches: build `scheme::Sns` with a \
+         certificate fetcher (or pinned certificates)"
+    )]
+    Asynchronous {
+        /// The scheme.
+        scheme: &'static str,
+    },
     /// The scheme's builder refused a key or a setting.
     #[error(transparent)]
     Config(#[from] ConfigError),
 }
 
-/// The scheme called `name` (`standard` is `standard-webhooks` too).
+/// The scheme called `name` (`standard` is `standard-webhooks` too), in
+/// [`SCHEMES`] or [`SNS`].
 ///
 /// # Errors
 ///
@@ -276,10 +306,12 @@ pub fn find(name: &str) -> Result<&'static SchemeInfo, RegistryError> {
     };
     SCHEMES
         .iter()
+        .chain([&SNS])
         .find(|s| s.name.eq_ignore_ascii_case(name))
         .ok_or_else(|| RegistryError::UnknownScheme {
             known: SCHEMES
                 .iter()
+                .chain([&SNS])
                 .map(|s| s.name)
                 .collect::<Vec<_>>()
                 .join(", "),
@@ -296,6 +328,12 @@ pub struct SchemeOptions {
     /// The replay window, for the schemes that sign a timestamp (default:
     /// [`SchemeInfo::default_tolerance`]).
     pub tolerance: Option<Duration>,
+    /// [`SNS`]: the certificate URL the signer names (default:
+    /// [`TEST_CERTIFICATE_URL`](super::sns::TEST_CERTIFICATE_URL)).
+    pub certificate_url: Option<String>,
+    /// [`SNS`]: the topic the signer publishes to (default:
+    /// [`TEST_TOPIC_ARN`](super::sns::TEST_TOPIC_ARN)).
+    pub topic_arn: Option<String>,
 }
 
 impl SchemeOptions {
@@ -316,6 +354,20 @@ impl SchemeOptions {
     #[must_use]
     pub fn tolerance(mut self, tolerance: Duration) -> Self {
         self.tolerance = Some(tolerance);
+        self
+    }
+
+    /// Sets the certificate URL an [`SNS`] signer names.
+    #[must_use]
+    pub fn certificate_url(mut self, url: impl Into<String>) -> Self {
+        self.certificate_url = Some(url.into());
+        self
+    }
+
+    /// Sets the topic an [`SNS`] signer publishes to.
+    #[must_use]
+    pub fn topic_arn(mut self, topic_arn: impl Into<String>) -> Self {
+        self.topic_arn = Some(topic_arn.into());
         self
     }
 }
@@ -346,15 +398,19 @@ fn credential(value: &str) -> Result<(&str, &str), ConfigError> {
 ///
 /// # Errors
 ///
-/// [`RegistryError::UnknownScheme`], [`RegistryError::Unavailable`], or the
-/// builder's [`ConfigError`] (a key in the wrong format, no key, a
-/// URL-signing scheme without a public URL).
+/// [`RegistryError::UnknownScheme`], [`RegistryError::Unavailable`],
+/// [`RegistryError::Asynchronous`] for [`SNS`], or the builder's
+/// [`ConfigError`] (a key in the wrong format, no key, a URL-signing scheme
+/// without a public URL).
 pub fn verifier<K: AsRef<str>>(
     name: &str,
     keys: &[K],
     options: &SchemeOptions,
 ) -> Result<Box<dyn Verifier>, RegistryError> {
     let info = available(name)?;
+    if info.name == SNS.name {
+        return Err(RegistryError::Asynchronous { scheme: SNS.name });
+    }
     let keys = || keys.iter().map(AsRef::as_ref);
     let bytes = || keys().map(str::as_bytes);
     let tolerance = options.tolerance.or(info.default_tolerance);
@@ -516,8 +572,9 @@ fn private_key(key: &str) -> Result<[u8; 32], ConfigError> {
 
 /// Builds the test signer of the scheme called `name` with `key`: the
 /// shared secret, or for a key pair the private key (64 hex digits: an
-/// ed25519 seed for Discord, a P-256 scalar for SendGrid). URL-signing
-/// schemes sign the delivery's [URL](TestDelivery::url).
+/// ed25519 seed for Discord, a P-256 scalar for SendGrid; for [`SNS`] a
+/// PKCS#8 RSA key, PEM or base64 DER). URL-signing schemes sign the
+/// delivery's [URL](TestDelivery::url).
 ///
 /// # Errors
 ///
@@ -544,6 +601,17 @@ pub fn signer(
         "sendgrid" => {
             let signer = super::sendgrid::Signer::from_bytes(&private_key(key)?)?;
             public_key = Some(signer.public_key());
+            Box::new(signer)
+        }
+        #[cfg(feature = "sns")]
+        "sns" => {
+            let mut signer = super::sns::TestSigner::from_pkcs8_text(key)?;
+            if let Some(url) = &options.certificate_url {
+                signer = signer.certificate_url(url.clone());
+            }
+            if let Some(topic) = &options.topic_arn {
+                signer = signer.topic_arn(topic.clone());
+            }
             Box::new(signer)
         }
         "standard-webhooks" => Box::new(StandardWebhooks::new(key)?),
@@ -747,6 +815,52 @@ mod tests {
         if !cfg!(feature = "sendgrid") {
             assert!(matches!(signer, Err(RegistryError::Unavailable { .. })));
         }
+    }
+
+    #[test]
+    fn sns_signs_but_is_verified_by_its_own_builder() {
+        assert_eq!(find("SNS").unwrap(), &SNS);
+        assert!(!SCHEMES.contains(&SNS));
+        assert!(find("nope").unwrap_err().to_string().ends_with(", sns"));
+        if !cfg!(feature = "sns") {
+            assert!(matches!(
+                super::signer("sns", "key", &options()),
+                Err(RegistryError::Unavailable { feature: "sns", .. })
+            ));
+            return;
+        }
+        let err = fails(verifier("sns", &["certificate"], &options()));
+        assert_eq!(err, RegistryError::Asynchronous { scheme: "sns" });
+        assert!(err.to_string().contains("scheme::Sns"), "{err}");
+        let err = fails(super::signer("sns", "whsec_not_a_key", &options()));
+        assert!(err.to_string().contains("PKCS#8 RSA"), "{err}");
+        let der = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/sns/test-key.der"
+        ))
+        .unwrap();
+        let key = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, der);
+        let options = SchemeOptions::new()
+            .certificate_url("https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-k.pem")
+            .topic_arn("arn:aws:sns:eu-west-1:1:orders");
+        let signer = super::signer("sns", &key, &options).unwrap();
+        assert_eq!(signer.info().name, "sns");
+        assert!(signer.public_key().is_none());
+        let delivery = TestDelivery::new(r#"{"a":1}"#).id("m-7");
+        let headers = signer.sign_test(&delivery).unwrap();
+        assert_eq!(
+            headers["x-amz-sns-topic-arn"],
+            "arn:aws:sns:eu-west-1:1:orders"
+        );
+        assert_eq!(headers["content-type"], SNS.content_type);
+        let body: serde_json::Value =
+            serde_json::from_slice(&signer.sign_test_body(&delivery).unwrap()).unwrap();
+        assert_eq!(body["MessageId"], "m-7");
+        assert_eq!(body["Message"], r#"{"a":1}"#);
+        assert_eq!(
+            body["SigningCertURL"],
+            "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-k.pem"
+        );
     }
 
     #[test]

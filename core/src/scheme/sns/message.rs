@@ -355,6 +355,13 @@ impl Signer {
         })
     }
 
+    /// The same key, naming `cert_url` as its certificate.
+    #[must_use]
+    pub fn with_cert_url(mut self, cert_url: impl Into<String>) -> Self {
+        self.cert_url = cert_url.into();
+        self
+    }
+
     /// Signs `message` (setting `SignatureVersion`, `Signature` and
     /// `SigningCertURL`) and returns the JSON body SNS would send.
     ///

@@ -122,6 +122,7 @@ mod cache;
 mod fetch;
 mod host;
 mod message;
+mod test_signer;
 
 use std::error::Error;
 use std::fmt;
@@ -139,6 +140,7 @@ pub use builder::SnsBuilder;
 pub use fetch::ReqwestFetcher;
 pub use fetch::{CertificateFetcher, FetchError};
 pub use message::{SignatureVersion, Signer, SnsMessage};
+pub use test_signer::{TEST_CERTIFICATE_URL, TEST_TOPIC_ARN, TestSigner};
 
 use super::{optional_header, unix_seconds};
 use crate::{Identity, MatchedKey, RequestHead, RequestVerifier, Verified, VerifyError};
