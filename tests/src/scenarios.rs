@@ -18,6 +18,7 @@ use crate::keys;
 use crate::providers::{
     timestamp_hmac_provider_paddle, token_provider_gitlab, url_signing_provider_twilio,
 };
+use crate::refusals::handler_refusals_answer_each_providers_status;
 use crate::providers_email::{
     body_signature_provider_mailgun, certificate_provider_sns, credentials_provider_postmark,
     public_key_provider_sendgrid, svix_headers_provider_resend,
@@ -1859,4 +1860,5 @@ scenarios![
     handshakes_are_answered_in_both_modes,
     head_checks_answer_before_the_body,
     pending_completion_wins_over_a_takeover,
+    handler_refusals_answer_each_providers_status,
 ];
