@@ -206,7 +206,10 @@ mod tests {
             "2"
         );
         let zero = Refusal::transient("busy").retry_after(Duration::ZERO);
-        assert_eq!(zero.to_response("github").headers()[header::RETRY_AFTER], "1");
+        assert_eq!(
+            zero.to_response("github").headers()[header::RETRY_AFTER],
+            "1"
+        );
         let permanent = Refusal::permanent("gone").retry_after(after);
         assert!(
             permanent

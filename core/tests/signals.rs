@@ -477,7 +477,12 @@ impl DedupStore for TakenOver {
     ) -> Result<Claim, StoreError> {
         self.0.claim(key, token, lease).await
     }
-    async fn complete(&self, _: &str, _: ClaimToken, _: Duration) -> Result<Transition, StoreError> {
+    async fn complete(
+        &self,
+        _: &str,
+        _: ClaimToken,
+        _: Duration,
+    ) -> Result<Transition, StoreError> {
         Ok(Transition::Stale)
     }
     async fn release(&self, _: &str, _: ClaimToken) -> Result<Transition, StoreError> {
@@ -514,7 +519,8 @@ async fn lost_leases_are_counted_once_per_claim() {
         "{got:#?}"
     );
     assert!(
-        !got.keys().any(|k| k.starts_with("webhooks_store_errors_total")),
+        !got.keys()
+            .any(|k| k.starts_with("webhooks_store_errors_total")),
         "a lost lease is not a store error: {got:#?}"
     );
 }

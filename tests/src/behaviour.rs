@@ -115,7 +115,11 @@ impl Behaviour {
             }
             _ => None,
         };
-        let mode = if refusal.is_some() { Some("ok") } else { test.mode };
+        let mode = if refusal.is_some() {
+            Some("ok")
+        } else {
+            test.mode
+        };
         let status = self
             .hook(TestHeaders { mode, ..test }, meta, body_intact)
             .await;

@@ -61,7 +61,11 @@ pub async fn handler_refusals_answer_each_providers_status(env: Env) -> Outcome 
         refused.text()
     );
     let retried = send(&app, &standard("msg_refused", "ok")?).await?;
-    expect(&retried, 200, "the sender's retry after a permanent refusal")?;
+    expect(
+        &retried,
+        200,
+        "the sender's retry after a permanent refusal",
+    )?;
     ensure!(
         retried.header("webhook-duplicate") == Some("true"),
         "acknowledged as a duplicate"
@@ -99,7 +103,11 @@ pub async fn handler_refusals_answer_each_providers_status(env: Env) -> Outcome 
     let request = Request::post("/github", body.to_vec())
         .headers(&headers)
         .header(MODE_HEADER, REFUSE_PERMANENT);
-    expect(&send(&app, &request).await?, 422, "permanent refusal, GitHub")?;
+    expect(
+        &send(&app, &request).await?,
+        422,
+        "permanent refusal, GitHub",
+    )?;
     expect(
         &send(&app, &request).await?,
         422,
@@ -117,6 +125,10 @@ pub async fn handler_refusals_answer_each_providers_status(env: Env) -> Outcome 
     let request = Request::post("/mailgun", body)
         .header("content-type", "application/json")
         .header(MODE_HEADER, REFUSE_PERMANENT);
-    expect(&send(&app, &request).await?, 406, "permanent refusal, Mailgun")?;
+    expect(
+        &send(&app, &request).await?,
+        406,
+        "permanent refusal, Mailgun",
+    )?;
     Ok(())
 }

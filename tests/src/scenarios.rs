@@ -18,11 +18,11 @@ use crate::keys;
 use crate::providers::{
     timestamp_hmac_provider_paddle, token_provider_gitlab, url_signing_provider_twilio,
 };
-use crate::refusals::handler_refusals_answer_each_providers_status;
 use crate::providers_email::{
     body_signature_provider_mailgun, certificate_provider_sns, credentials_provider_postmark,
     public_key_provider_sendgrid, svix_headers_provider_resend,
 };
+use crate::refusals::handler_refusals_answer_each_providers_status;
 
 /// A scenario's result: `Err` says what differed.
 pub type Outcome = Result<(), String>;

@@ -214,7 +214,10 @@ mod tests {
             // it retries: either a 2xx, or a status documented as final.
             if p.retries == Retries::Automatic && !p.permanent.status.is_success() {
                 assert!(
-                    matches!(p.scheme, "mailgun" | "postmark" | "hubspot" | "sns" | "slack"),
+                    matches!(
+                        p.scheme,
+                        "mailgun" | "postmark" | "hubspot" | "sns" | "slack"
+                    ),
                     "{}: a non-2xx stop status needs a documented source",
                     p.scheme
                 );
