@@ -6,7 +6,9 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use bytes::Bytes;
-use webhooks_core::{DUPLICATE_HEADER, ExtractError, Receiver, Rejection, ResponseParts};
+use webhooks_core::{
+    DUPLICATE_HEADER, ExtractError, Receiver, Refusal, Rejection, ResponseParts, Verified,
+};
 
 /// A [`Rejection`] as an actix-web error: its status and response are the ones
 /// core renders ([`Rejection::to_response`]), byte for byte.
@@ -221,4 +223,64 @@ fn to_actix(response: &http::Response<Bytes>) -> HttpResponse {
         }
     }
     out.map_into_boxed_body()
+}
+
+/// A handler's [`Refusal`] of a verified delivery, answered with the status
+/// the delivery's provider reads as "stop retrying" (permanent) or "retry
+/// later" (transient): see `webhooks_core::scheme::statuses`. An actix-web
+/// error, so a handler returns it with `?` or `Err`.
+///
+/// ```
+/// use actix_web::HttpResponse;
+/// use actix_webhooks::{WebhookMeta, WebhookRefusal, core::Refusal};
+///
+/// async fn handler(WebhookMeta(meta): WebhookMeta) -> Result<HttpResponse, WebhookRefusal> {
+///     let customer_known = false;
+///     if !customer_known {
+///         // Mailgun: 406; Stripe: 200 (it retries anything else); Slack: 400 + X-Slack-No-Retry.
+///         return Err(WebhookRefusal::new(Refusal::permanent("unknown customer"), &meta));
+///     }
+///     Ok(HttpResponse::NoContent().finish())
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct WebhookRefusal {
+    refusal: Refusal,
+    scheme: &'static str,
+}
+
+impl WebhookRefusal {
+    /// `refusal` of the delivery `meta` describes (its scheme picks the status).
+    #[must_use]
+    pub fn new(refusal: Refusal, meta: &Verified) -> Self {
+        Self {
+            refusal,
+            scheme: meta.scheme,
+        }
+    }
+
+    /// The refusal.
+    #[must_use]
+    pub fn refusal(&self) -> &Refusal {
+        &self.refusal
+    }
+}
+
+impl fmt::Display for WebhookRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} refusal", self.refusal.kind().as_str())
+    }
+}
+
+impl std::error::Error for WebhookRefusal {}
+
+impl ResponseError for WebhookRefusal {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.refusal.status(self.scheme).as_u16())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        to_actix(&self.refusal.to_response(self.scheme))
+    }
 }

@@ -63,7 +63,7 @@ pub mod testing;
 
 #[cfg(feature = "console")]
 pub use console::{Console, console};
-pub use error::{ExtractRejection, WebhookRejection};
+pub use error::{ExtractRejection, WebhookRefusal, WebhookRejection};
 pub use extract::{RawWebhook, VerifiedWebhook, WebhookEvent, WebhookMeta};
 #[cfg(feature = "inbox-admin")]
 pub use inbox_admin::InboxAdmin;
@@ -76,7 +76,9 @@ pub use inbox_admin::inbox_admin;
 pub use inbox_route::inbox_route;
 pub use middleware::{Webhooks, WebhooksMiddleware};
 pub use webhooks_core::event::Event;
-pub use webhooks_core::{self as core, ConfigError, Delivery, Receiver, Rejection, Verified};
+pub use webhooks_core::{
+    self as core, ConfigError, Delivery, Receiver, Refusal, Rejection, Verified,
+};
 
 #[cfg(test)]
 mod tests;

@@ -21,6 +21,7 @@
 //! | `webhooks_duplicates_total` | counter | scheme, route, state | retries acknowledged or deferred: `in_flight` (409) or `completed` (200) |
 //! | `webhooks_store_errors_total` | counter | scheme, route, operation | dedup store failures: `claim`, `complete`, `release`, `extend` |
 //! | `webhooks_handler_total` | counter | scheme, route, class | handler outcomes: `2xx`, `3xx`, `4xx`, `5xx`, `panic` |
+//! | `webhooks_lease_lost_total` | counter | scheme, route | claims whose settlement (complete or release) was refused because another attempt took the delivery over after the lease ran out: the handler may have run twice |
 //! | `webhooks_body_size_bytes` | histogram | scheme, route | size of bodies read in full |
 //! | `webhooks_verify_duration_seconds` | histogram | scheme, route | signature verification |
 //! | `webhooks_claim_duration_seconds` | histogram | scheme, route | the dedup claim |
@@ -61,6 +62,8 @@ pub const DUPLICATES: &str = "webhooks_duplicates_total";
 pub const STORE_ERRORS: &str = "webhooks_store_errors_total";
 /// Counter: handler outcomes, by status class.
 pub const HANDLER: &str = "webhooks_handler_total";
+/// Counter: claims whose lease was lost (another attempt took the delivery over).
+pub const LEASE_LOST: &str = "webhooks_lease_lost_total";
 /// Histogram: body size in bytes.
 pub const BODY_SIZE: &str = "webhooks_body_size_bytes";
 /// Histogram: verification time in seconds.
@@ -147,6 +150,7 @@ struct SchemeHandles {
     completed: metrics::Counter,
     store_errors: [metrics::Counter; 4],
     handler: [metrics::Counter; 5],
+    lease_lost: metrics::Counter,
     /// Rejection reasons seen so far (a few dozen at most: the kinds are an
     /// enumeration).
     rejected: RwLock<Vec<(&'static str, metrics::Counter)>>,
@@ -195,6 +199,7 @@ impl SchemeHandles {
             store_errors: StoreOp::ALL
                 .map(|op| counter(STORE_ERRORS, with("operation", op.label()))),
             handler: CLASSES.map(|c| counter(HANDLER, with("class", c))),
+            lease_lost: counter(LEASE_LOST, labels()),
             rejected: RwLock::new(Vec::new()),
             body_size: histogram(BODY_SIZE),
             verify: histogram(VERIFY_DURATION),
@@ -348,6 +353,14 @@ impl Signals {
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (scheme, op);
+    }
+
+    /// A claim's settlement was refused: another attempt took it over.
+    pub(crate) fn lease_lost(&self, scheme: &'static str) {
+        #[cfg(feature = "metrics")]
+        self.with(scheme, |h| h.lease_lost.increment(1));
+        #[cfg(not(feature = "metrics"))]
+        let _ = scheme;
     }
 
     /// The handler answered `status` (`None`: it panicked) after `took`.

@@ -462,3 +462,65 @@ async fn the_route_label_replaces_the_namespace_in_series() {
     );
     assert!(series(namespace).is_empty());
 }
+
+/// A store whose claims are always taken over before they settle: `complete`
+/// and `release` find another attempt's token (a lease that ran out).
+struct TakenOver(webhooks_core::dedup::MemoryStore);
+
+#[async_trait::async_trait]
+impl DedupStore for TakenOver {
+    async fn claim(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        self.0.claim(key, token, lease).await
+    }
+    async fn complete(
+        &self,
+        _: &str,
+        _: ClaimToken,
+        _: Duration,
+    ) -> Result<Transition, StoreError> {
+        Ok(Transition::Stale)
+    }
+    async fn release(&self, _: &str, _: ClaimToken) -> Result<Transition, StoreError> {
+        Ok(Transition::Stale)
+    }
+    async fn extend(&self, _: &str, _: ClaimToken, _: Duration) -> Result<Transition, StoreError> {
+        Ok(Transition::Stale)
+    }
+}
+
+/// A settlement refused because the lease was lost (another attempt took
+/// the claim over) is counted once per claim, completed or released: the
+/// series the lease-loss alert reads (docs/monitoring).
+#[tokio::test]
+async fn lost_leases_are_counted_once_per_claim() {
+    snapshotter();
+    let route = "signals-lease-lost";
+    let receiver = Receiver::builder(StandardWebhooks::new(NEW_SECRET).unwrap())
+        .store(TakenOver(webhooks_core::dedup::MemoryStore::new()))
+        .namespace(route)
+        .build();
+    assert_eq!(
+        deliver(&receiver, request(NEW_SECRET, "done", b"{}"), 204).await,
+        Ok(204)
+    );
+    assert_eq!(
+        deliver(&receiver, request(NEW_SECRET, "failed", b"{}"), 500).await,
+        Ok(500)
+    );
+    let got = series(route);
+    assert_eq!(
+        got.get("webhooks_lease_lost_total{scheme=standard-webhooks}"),
+        Some(&2),
+        "{got:#?}"
+    );
+    assert!(
+        !got.keys()
+            .any(|k| k.starts_with("webhooks_store_errors_total")),
+        "a lost lease is not a store error: {got:#?}"
+    );
+}

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use bytes::Bytes;
-use tower_webhooks::{RawWebhook, VerifiedWebhook, WebhookLayer, WebhookMeta};
+use tower_webhooks::{RawWebhook, VerifiedWebhook, WebhookLayer, WebhookMeta, WebhookRefusal};
 use webhooks_core::dedup::DedupStore;
 use webhooks_core::inbox::Inbox;
 use webhooks_core::scheme::{GitHub, Shopify};
@@ -328,13 +328,13 @@ async fn axum_hook(
     raw: RawWebhook,
     headers: HeaderMap,
     body: Bytes,
-) -> StatusCode {
+) -> Result<StatusCode, WebhookRefusal> {
     // The exact verified bytes must be what the handler reads.
-    status(
-        behaviour
-            .hook(test_headers(&headers), &raw.meta, body == raw.body)
-            .await,
-    )
+    behaviour
+        .hook_answer(test_headers(&headers), &raw.meta, body == raw.body)
+        .await
+        .map(status)
+        .map_err(|refusal| WebhookRefusal::new(refusal, &raw.meta))
 }
 
 async fn axum_text(
@@ -455,7 +455,7 @@ mod actix {
     use std::sync::Arc;
 
     use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
-    use actix_webhooks::{RawWebhook, VerifiedWebhook, WebhookMeta};
+    use actix_webhooks::{RawWebhook, VerifiedWebhook, WebhookMeta, WebhookRefusal};
 
     use crate::behaviour::{Behaviour, EXPECT_EVENT_HEADER, MODE_HEADER, TestHeaders, TypedEvent};
 
@@ -475,12 +475,12 @@ mod actix {
         raw: RawWebhook,
         req: HttpRequest,
         body: web::Bytes,
-    ) -> HttpResponse {
-        status(
-            behaviour
-                .hook(test_headers(&req), &raw.meta, body == raw.body)
-                .await,
-        )
+    ) -> Result<HttpResponse, WebhookRefusal> {
+        behaviour
+            .hook_answer(test_headers(&req), &raw.meta, body == raw.body)
+            .await
+            .map(status)
+            .map_err(|refusal| WebhookRefusal::new(refusal, &raw.meta))
     }
 
     pub(super) async fn text(

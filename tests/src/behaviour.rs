@@ -6,11 +6,18 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use webhooks_core::Verified;
+use webhooks_core::{Refusal, Verified};
 
 /// The message of the `panic-once` handler's panic: the scenarios that cause
 /// it keep it quiet with `webhooks_core::testing::expect_panics`.
 pub const PANIC_ON_PURPOSE: &str = "handler panicked on purpose";
+
+/// The mode whose handler refuses the delivery for good.
+pub const REFUSE_PERMANENT: &str = "refuse-permanent";
+/// The mode whose handler refuses the delivery for now.
+pub const REFUSE_TRANSIENT: &str = "refuse-transient";
+/// The reason the refusing handlers give.
+pub const REFUSAL_REASON: &str = "refused on purpose";
 
 /// The header a scenario uses to choose what the handler does.
 pub const MODE_HEADER: &str = "x-test-mode";
@@ -89,6 +96,37 @@ impl Behaviour {
         }
         self.handle(test.mode.unwrap_or("ok"), meta.id.as_deref().unwrap_or(""))
             .await
+    }
+
+    /// The `/hook` route's answer: like [`hook`](Self::hook) (the run is
+    /// counted), except that modes `refuse-permanent` and `refuse-transient`
+    /// (a 2 s `Retry-After`) answer with a [`Refusal`] the adapter renders
+    /// for the delivery's provider.
+    pub async fn hook_answer(
+        &self,
+        test: TestHeaders<'_>,
+        meta: &Verified,
+        body_intact: bool,
+    ) -> Result<u16, Refusal> {
+        let refusal = match test.mode {
+            Some(REFUSE_PERMANENT) => Some(Refusal::permanent(REFUSAL_REASON)),
+            Some(REFUSE_TRANSIENT) => {
+                Some(Refusal::transient(REFUSAL_REASON).retry_after(Duration::from_secs(2)))
+            }
+            _ => None,
+        };
+        let mode = if refusal.is_some() {
+            Some("ok")
+        } else {
+            test.mode
+        };
+        let status = self
+            .hook(TestHeaders { mode, ..test }, meta, body_intact)
+            .await;
+        match refusal {
+            Some(refusal) if status == 204 => Err(refusal),
+            _ => Ok(status),
+        }
     }
 
     /// The `/typed` route: the typed event must be complete.

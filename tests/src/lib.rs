@@ -10,6 +10,7 @@ pub mod client;
 pub mod keys;
 pub mod providers;
 pub mod providers_email;
+pub mod refusals;
 pub mod scenarios;
 pub mod signals;
 

@@ -22,6 +22,7 @@ use crate::providers_email::{
     body_signature_provider_mailgun, certificate_provider_sns, credentials_provider_postmark,
     public_key_provider_sendgrid, svix_headers_provider_resend,
 };
+use crate::refusals::handler_refusals_answer_each_providers_status;
 
 /// A scenario's result: `Err` says what differed.
 pub type Outcome = Result<(), String>;
@@ -1859,4 +1860,5 @@ scenarios![
     handshakes_are_answered_in_both_modes,
     head_checks_answer_before_the_body,
     pending_completion_wins_over_a_takeover,
+    handler_refusals_answer_each_providers_status,
 ];

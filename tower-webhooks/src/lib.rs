@@ -51,6 +51,7 @@ mod extract;
 mod inbox_admin;
 mod inbox_route;
 mod layer;
+mod refusal;
 pub mod testing;
 
 #[cfg(feature = "console")]
@@ -60,5 +61,8 @@ pub use extract::{ExtractRejection, RawWebhook, VerifiedWebhook, WebhookEvent, W
 pub use inbox_admin::InboxAdmin;
 pub use inbox_route::InboxRoute;
 pub use layer::{ResponseFuture, Webhook, WebhookLayer};
+pub use refusal::WebhookRefusal;
 pub use webhooks_core::event::Event;
-pub use webhooks_core::{self as core, ConfigError, Delivery, Receiver, Rejection, Verified};
+pub use webhooks_core::{
+    self as core, ConfigError, Delivery, Receiver, Refusal, Rejection, Verified,
+};

@@ -312,6 +312,11 @@ impl Observer {
     pub(super) fn store_error(&self, op: StoreOp) {
         self.signals.store_error(self.scheme, op);
     }
+
+    /// A settlement was refused: the lease was lost to another attempt.
+    pub(super) fn lease_lost(&self) {
+        self.signals.lease_lost(self.scheme);
+    }
 }
 
 impl fmt::Debug for Observer {

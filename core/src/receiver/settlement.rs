@@ -264,6 +264,7 @@ impl Settle {
         match result {
             Ok(Transition::Applied) => true,
             Ok(Transition::Stale) => {
+                self.observer.lease_lost();
                 tracing::warn!(key = %self.key, "complete refused: another attempt took over the claim");
                 false
             }
@@ -320,6 +321,7 @@ impl Settle {
                     return;
                 }
                 Ok(Transition::Stale) => {
+                    self.observer.lease_lost();
                     tracing::warn!(key = %self.key, "complete refused: another attempt took over the claim");
                     return;
                 }
@@ -346,7 +348,11 @@ impl Settle {
         };
         match (*self.store).release(&self.key, self.token).await {
             Ok(Transition::Applied) => true,
-            Ok(Transition::Stale) => false,
+            Ok(Transition::Stale) => {
+                self.observer.lease_lost();
+                tracing::warn!(key = %self.key, "release refused: another attempt took over the claim");
+                false
+            }
             Err(error) => {
                 self.observer.store_error(StoreOp::Release);
                 tracing::error!(key = %self.key, error = %error, "release failed; the lease will expire instead");

@@ -161,6 +161,7 @@ pub mod slack;
 pub mod sns;
 pub mod square;
 pub mod standard;
+pub mod statuses;
 pub mod stripe;
 #[cfg(feature = "tenant")]
 pub mod tenant;
