@@ -37,6 +37,8 @@ pub struct ReceiverBuilder {
     share_group: Option<u64>,
     /// Set by [`route_label`](ReceiverBuilder::route_label).
     route_label: Option<String>,
+    /// Set by [`allow_retention_below_retry_window`](ReceiverBuilder::allow_retention_below_retry_window).
+    short_retention: bool,
 }
 
 impl fmt::Debug for ReceiverBuilder {
@@ -55,6 +57,7 @@ impl ReceiverBuilder {
             site,
             share_group: None,
             route_label: None,
+            short_retention: false,
             inner: Inner {
                 verifier,
                 store: None,
@@ -165,8 +168,24 @@ impl ReceiverBuilder {
     }
 
     /// How long a completed id is remembered (default 7 days).
+    ///
+    /// It must outlast the provider's retry window: a retry arriving after
+    /// its id was forgotten runs the handler again. A retention shorter than
+    /// the scheme's documented window plus a day
+    /// ([`registry::retention_floor`](crate::scheme::registry::retention_floor):
+    /// 4 days for Stripe) is refused when the receiver is built, unless
+    /// [`allow_retention_below_retry_window`](Self::allow_retention_below_retry_window).
     pub fn retention(mut self, retention: Duration) -> Self {
         self.inner.retention = retention;
+        self
+    }
+
+    /// Builds the receiver even when its [`retention`](Self::retention) is
+    /// shorter than its provider's retry window plus a margin. For tests,
+    /// and for deployments that know their provider retries for less than
+    /// documented (a late retry of a forgotten id runs the handler again).
+    pub fn allow_retention_below_retry_window(mut self) -> Self {
+        self.short_retention = true;
         self
     }
 
@@ -300,8 +319,59 @@ impl ReceiverBuilder {
     /// When [`inbox_status`](Self::inbox_status) or
     /// [`inbox_keep_headers`](Self::inbox_keep_headers) was set without an
     /// [`inbox`](Self::inbox): a configuration that would silently do
-    /// nothing.
-    pub fn build(mut self) -> Receiver {
+    /// nothing; and on every error of [`try_build`](Self::try_build).
+    #[track_caller]
+    pub fn build(self) -> Receiver {
+        match self.try_build() {
+            Ok(receiver) => receiver,
+            Err(error) => panic!("ReceiverBuilder: {error}"),
+        }
+    }
+
+    /// The pipeline, or why this configuration must not run.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use webhooks_core::{ConfigError, Receiver, scheme::Stripe};
+    ///
+    /// let stripe = Stripe::new("whsec_test_secret")?;
+    /// // Stripe retries for 3 days: a day of dedup memory would run a late retry again.
+    /// let short = Receiver::builder(stripe.clone()).retention(Duration::from_secs(86_400));
+    /// assert!(matches!(short.try_build(), Err(ConfigError::RetentionBelowRetryWindow { .. })));
+    /// let known = Receiver::builder(stripe)
+    ///     .retention(Duration::from_secs(86_400))
+    ///     .allow_retention_below_retry_window();
+    /// assert!(known.try_build().is_ok());
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::RetentionBelowRetryWindow`] when the dedup
+    /// [`retention`](Self::retention) is shorter than the scheme's
+    /// [`retention_floor`](crate::scheme::registry::retention_floor),
+    /// without [`allow_retention_below_retry_window`](Self::allow_retention_below_retry_window).
+    ///
+    /// # Panics
+    ///
+    /// As [`build`](Self::build), for an inbox setting without an inbox.
+    pub fn try_build(mut self) -> Result<Receiver, crate::ConfigError> {
+        let scheme = self.inner.verifier.scheme();
+        // The dedup store's retention (in inbox mode the inbox keeps the
+        // completed events: its own retention, checked where it is set).
+        let deduplicated = self.inner.inbox.is_none()
+            && (self.inner.store.is_some() || self.default_store);
+        if deduplicated
+            && !self.short_retention
+            && let Some(floor) = crate::scheme::registry::retention_floor(scheme)
+            && self.inner.retention < floor
+        {
+            return Err(crate::ConfigError::RetentionBelowRetryWindow {
+                scheme,
+                retention_secs: self.inner.retention.as_secs(),
+                floor_secs: floor.as_secs(),
+            });
+        }
         match &mut self.inner.inbox {
             Some(inbox) => self.inbox_settings.apply(inbox),
             None => assert!(
@@ -341,9 +411,9 @@ impl ReceiverBuilder {
             }
         }
         self.inner.signals = Arc::new(Signals::new(route));
-        Receiver {
+        Ok(Receiver {
             inner: Arc::new(self.inner),
-        }
+        })
     }
 }
 
