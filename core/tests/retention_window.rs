@@ -100,7 +100,7 @@ fn every_documented_window_is_below_the_default_retention() {
     for info in registry::SCHEMES {
         if let Some(floor) = registry::retention_floor(info.name) {
             assert!(
-                floor <= webhooks_core::DEFAULT_RETENTION,
+                floor <= webhooks_core::inbox::DEFAULT_RETENTION,
                 "{}: the default retention would be refused",
                 info.name
             );

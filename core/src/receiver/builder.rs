@@ -39,6 +39,8 @@ pub struct ReceiverBuilder {
     route_label: Option<String>,
     /// Set by [`allow_retention_below_retry_window`](ReceiverBuilder::allow_retention_below_retry_window).
     short_retention: bool,
+    /// Set by [`response_budget`](ReceiverBuilder::response_budget), resolved at build.
+    budget: Option<super::ResponseBudget>,
 }
 
 impl fmt::Debug for ReceiverBuilder {
@@ -58,6 +60,7 @@ impl ReceiverBuilder {
             share_group: None,
             route_label: None,
             short_retention: false,
+            budget: None,
             inner: Inner {
                 verifier,
                 store: None,
@@ -74,6 +77,7 @@ impl ReceiverBuilder {
                 on_reject: None,
                 clock: Arc::new(SystemTime::now),
                 inbox: None,
+                budget: None,
                 signals: Arc::new(Signals::new(DEFAULT_NAMESPACE)),
                 pending: Arc::default(),
             },
@@ -298,6 +302,27 @@ impl ReceiverBuilder {
         self
     }
 
+    /// A response budget (issue 34): the handler runs inline, and a delivery
+    /// whose handler has not answered by the provider's deadline minus a
+    /// margin is stored in the budget's inbox and answered `2xx`, the
+    /// handler running on; if it fails, or its process dies, a
+    /// [`Worker`](crate::inbox::Worker) built with
+    /// [`claim_on`](crate::inbox::WorkerBuilder::claim_on) this receiver's
+    /// dedup store runs it. The dedup claim decides who runs it, so it runs
+    /// to success once (see [`ResponseBudget`](super::ResponseBudget)).
+    ///
+    /// Needs a dedup store shared by the receiver and the workers, that
+    /// outlives the process (Redis, SQL; an explicit
+    /// [`store`](Self::store) — the default in-process store is refused,
+    /// since a dead process would take its claims with it), and no
+    /// [`inbox`](Self::inbox) mode. Call the handler through
+    /// [`Receiver::process_within_budget`](super::Receiver::process_within_budget)
+    /// or [`Admission::run_within_budget`](super::Admission::run_within_budget).
+    pub fn response_budget(mut self, budget: super::ResponseBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     /// The status answered once a delivery is stored in the inbox (default
     /// `202 Accepted`). Needs [`inbox`](Self::inbox), called before or after.
     pub fn inbox_status(mut self, status: http::StatusCode) -> Self {
@@ -395,6 +420,19 @@ impl ReceiverBuilder {
             }
         }
         let route = self.route_label.as_deref().unwrap_or(&self.inner.namespace);
+        if let Some(budget) = self.budget.take() {
+            if self.inner.inbox.is_some() {
+                return Err(crate::ConfigError::Setting(
+                    "response_budget: not in inbox mode (there, no handler runs inline)",
+                ));
+            }
+            if self.default_store || self.inner.store.is_none() {
+                return Err(crate::ConfigError::Setting(
+                    "response_budget: needs a dedup store shared with the workers (ReceiverBuilder::store)",
+                ));
+            }
+            self.inner.budget = Some(budget.resolve(scheme, route)?);
+        }
         if let Some(store) = &self.inner.store {
             let scheme = self.inner.verifier.scheme();
             if let Some(other) = note_store_user(store, &self.inner.namespace, scheme, route) {

@@ -57,6 +57,43 @@ impl Receiver {
         }))
     }
 
+    /// [`process`](Self::process) under the
+    /// [response budget](super::ReceiverBuilder::response_budget): the
+    /// handler runs inline, and past the budget the delivery is stored in
+    /// the budget's inbox and answered [`Rejection::Stored`] while the
+    /// handler runs on (see [`Admission::run_within_budget`]). Without a
+    /// budget it is `process` (with `Send + 'static` bounds).
+    ///
+    /// # Errors
+    ///
+    /// As [`process`](Self::process); [`Rejection::Stored`] past the budget.
+    ///
+    /// [`Admission::run_within_budget`]: super::Admission::run_within_budget
+    pub fn process_within_budget<R, F, Fut, T, S>(
+        &self,
+        request: R,
+        body: Bytes,
+        handler: F,
+        status_of: S,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        R: Incoming,
+        F: FnOnce(R, Delivery) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+        S: FnOnce(&T) -> u16 + Send + 'static,
+    {
+        self.traced(Box::pin(async move {
+            self.inner
+                .signals
+                .body_read(self.inner.verifier.scheme(), body.len());
+            let admission = self.admit(request.head(), body).await?;
+            admission
+                .run_within_budget(|delivery| handler(request, delivery), status_of)
+                .await
+        }))
+    }
+
     /// The whole pipeline from the request head on, as the adapters call it:
     /// [`check_head`](Self::check_head), then the body read that
     /// `read_body` starts (the adapter's read, stopping at
