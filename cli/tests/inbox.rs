@@ -180,7 +180,10 @@ async fn exercise(url: &str) {
     let (code, refused) = inbox(url, &["purge", "--older-than", "3d", "--yes"]);
     let reason = refused["error"].as_str().unwrap_or_default();
     assert_eq!(code, 2, "{refused}");
-    assert!(reason.contains("345600 s") && reason.contains("--force"), "{reason}");
+    assert!(
+        reason.contains("345600 s") && reason.contains("--force"),
+        "{reason}"
+    );
     let (code, forced) = inbox(url, &["purge", "--older-than", "3d", "--yes", "--force"]);
     assert_eq!((code, forced["purged"].as_u64()), (0, Some(0)), "{forced}");
     let (code, missing) = inbox(url, &["show", "cli:nope"]);

@@ -189,7 +189,11 @@ async fn under_budget_runs_inline_only(backend: Backend) {
         Err(Rejection::Duplicate)
     );
     let stats = route.inbox.stats().await.unwrap();
-    assert_eq!((stats.pending, stats.completed), (0, 0), "nothing handed over");
+    assert_eq!(
+        (stats.pending, stats.completed),
+        (0, 0),
+        "nothing handed over"
+    );
     assert_eq!(effects.lock().unwrap().done.get(&1), Some(&1));
 }
 
@@ -219,7 +223,10 @@ async fn over_budget_failures_go_to_the_worker(backend: Backend) {
     let effects = Effects::default();
     for (n, end) in [(3, 1), (4, 2)] {
         let answered = deliver(&route, plan(n, 400, end), &effects).await;
-        assert!(matches!(answered, Err(Rejection::Stored { .. })), "{answered:?}");
+        assert!(
+            matches!(answered, Err(Rejection::Stored { .. })),
+            "{answered:?}"
+        );
     }
     drain(&route, &effects).await;
     let effects = &effects.lock().unwrap().done;
@@ -247,9 +254,9 @@ async fn straddling_durations_succeed_once(backend: Backend) {
         }
     }
     // A worker runs meanwhile, as in production.
-    let running = tokio::spawn(worker(&route, &effects).run_until(tokio::time::sleep(
-        Duration::from_secs(2),
-    )));
+    let running = tokio::spawn(
+        worker(&route, &effects).run_until(tokio::time::sleep(Duration::from_secs(2))),
+    );
     for send in sends {
         let _ = send.await;
     }
@@ -265,7 +272,10 @@ async fn straddling_durations_succeed_once(backend: Backend) {
                 Ok(204) | Err(Rejection::Stored { .. } | Rejection::Duplicate) => break,
                 _ => {}
             }
-            assert!(started.elapsed() < Duration::from_secs(30), "{n}: {answered:?}");
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{n}: {answered:?}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -289,20 +299,30 @@ async fn sigkill_mid_run_runs_once(backend: Backend) {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("the child ended early: {status}");
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "child never answered");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "child never answered"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // SIGKILL: nothing runs after this, no release, no completion.
     child.kill().unwrap();
     child.wait().unwrap();
     let written = std::fs::read_to_string(&log).unwrap();
-    assert!(!written.contains("done"), "killed before its effect: {written}");
+    assert!(
+        !written.contains("done"),
+        "killed before its effect: {written}"
+    );
 
     let route = route(&backend, Duration::from_secs(1)).await;
     let effects = Effects::default();
     assert_eq!(route.inbox.stats().await.unwrap().pending, 1);
     drain(&route, &effects).await;
-    assert_eq!(effects.lock().unwrap().done.get(&99), Some(&1), "the worker ran it once");
+    assert_eq!(
+        effects.lock().unwrap().done.get(&99),
+        Some(&1),
+        "the worker ran it once"
+    );
     // The sender's retry is a duplicate.
     assert_eq!(
         deliver(&route, plan(99, 0, 0), &effects).await,
@@ -313,7 +333,13 @@ async fn sigkill_mid_run_runs_once(backend: Backend) {
 
 fn spawn_child(backend: &Backend, log: &PathBuf) -> Child {
     Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--ignored", "--exact", "budget_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "budget_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("BUDGET_CHILD_DEDUP", &backend.dedup)
         .env("BUDGET_CHILD_INBOX", &backend.inbox)
         .env("BUDGET_CHILD_LOG", log)
@@ -364,7 +390,10 @@ fn budget_child() {
                 |s| *s,
             )
             .await;
-        assert!(matches!(answered, Err(Rejection::Stored { .. })), "{answered:?}");
+        assert!(
+            matches!(answered, Err(Rejection::Stored { .. })),
+            "{answered:?}"
+        );
         write("answered stored");
         tokio::time::sleep(Duration::from_secs(120)).await;
     });

@@ -53,10 +53,7 @@ fn build_refuses_with_the_reason() {
     })
     .err()
     .expect("build refuses a short retention");
-    let message = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .unwrap_or_default();
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(
         message.contains("stripe") && message.contains("345600 s") && message.contains("3600 s"),
         "{message}"

@@ -604,12 +604,16 @@ fn claimed<T: Send + 'static>(handle: Handle<T>, on: ClaimOn, timeout: Duration)
                     }
                     Ok(Claim::InFlight { retry_after }) => {
                         if std::time::Instant::now() >= waited_enough {
-                            return Err("the delivery's inline run still holds its claim".to_owned());
+                            return Err(
+                                "the delivery's inline run still holds its claim".to_owned()
+                            );
                         }
                         tokio::time::sleep(retry_after.min(CLAIM_POLL)).await;
                     }
                     Err(error) => {
-                        return Err(format!("the dedup store cannot claim the delivery: {error}"));
+                        return Err(format!(
+                            "the dedup store cannot claim the delivery: {error}"
+                        ));
                     }
                 }
             }

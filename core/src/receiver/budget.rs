@@ -319,7 +319,8 @@ impl Admission {
                     Ok(_) => {
                         crate::inbox::signals::accepted(&handoff.route, "handed_over");
                         tracing::info!(
-                            budget_ms = u64::try_from(handoff.budget.as_millis()).unwrap_or(u64::MAX),
+                            budget_ms =
+                                u64::try_from(handoff.budget.as_millis()).unwrap_or(u64::MAX),
                             "webhook handler over its response budget; delivery stored in the inbox and answered"
                         );
                         Rejection::Stored {

@@ -384,8 +384,8 @@ impl ReceiverBuilder {
         let scheme = self.inner.verifier.scheme();
         // The dedup store's retention (in inbox mode the inbox keeps the
         // completed events: its own retention, checked where it is set).
-        let deduplicated = self.inner.inbox.is_none()
-            && (self.inner.store.is_some() || self.default_store);
+        let deduplicated =
+            self.inner.inbox.is_none() && (self.inner.store.is_some() || self.default_store);
         if deduplicated
             && !self.short_retention
             && let Some(floor) = crate::scheme::registry::retention_floor(scheme)

@@ -199,6 +199,83 @@ impl Receiver {
         }
     }
 
+    /// [`receive`](Self::receive) under the
+    /// [response budget](super::ReceiverBuilder::response_budget), as the
+    /// adapters call it for a receiver that has one
+    /// ([`response_budget`](Self::response_budget)): the handler runs
+    /// inline, and past the budget the delivery is stored in the budget's
+    /// inbox and answered [`Rejection::Stored`] while the handler runs on
+    /// (see [`Admission::run_within_budget`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`receive`](Self::receive); [`Rejection::Stored`] past the budget.
+    ///
+    /// [`Admission::run_within_budget`]: super::Admission::run_within_budget
+    pub fn receive_within_budget<R, Read, B, F, Fut, T, S>(
+        &self,
+        request: R,
+        read_body: Read,
+        handler: F,
+        status_of: S,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        R: Incoming,
+        Read: FnOnce() -> B,
+        B: Future<Output = Result<Bytes, Rejection>>,
+        F: FnOnce(R, Delivery) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+        S: FnOnce(&T) -> u16 + Send + 'static,
+    {
+        self.traced(Box::pin(async move {
+            let admission = self.admit_read(&request, read_body).await?;
+            admission
+                .run_within_budget(|delivery| handler(request, delivery), status_of)
+                .await
+        }))
+    }
+
+    /// What [`receive`](Self::receive) does up to the handler: the head's
+    /// checks, the body's read under its timeout, the verification and the
+    /// claim.
+    async fn admit_read<R, Read, B>(
+        &self,
+        request: &R,
+        read_body: Read,
+    ) -> Result<super::Admission, Rejection>
+    where
+        R: Incoming,
+        Read: FnOnce() -> B,
+        B: Future<Output = Result<Bytes, Rejection>>,
+    {
+        let waiting = {
+            let head = request.head();
+            self.check_head(head.headers)?;
+            let headers = ReadOnce::new(head.headers, self.inner.verifier.head_names());
+            let head = RequestHead {
+                headers: &headers,
+                ..head
+            };
+            let (body, waited) = {
+                let read = std::pin::pin!(read_body());
+                self.read_checked(read, Some(head)).await?
+            };
+            let len = body.len();
+            let step = self.admit_ready(head, body);
+            self.count_body_read(head, &step, waited, len)?;
+            match step {
+                Ok(Step::Done(admitted)) => return admitted,
+                Ok(Step::Wait(admitting)) => Ok(admitting),
+                Err(body) => Err(body),
+            }
+        };
+        match waiting {
+            Ok(admitting) => admitting.await,
+            Err(body) => self.admit(request.head(), body).await,
+        }
+    }
+
     /// Counts the body read (`len` bytes) that `step` (from
     /// [`admit_ready`](Self::admit_ready)) went on with. When the body was
     /// not `waited` for, [`read_checked`](Self::read_checked) left the

@@ -196,7 +196,8 @@ pub const SCHEMES: &[SchemeInfo] = &[
         .header("stripe-signature")
         .timestamped(DEFAULT_TOLERANCE)
         .retries_for(Duration::from_secs(3 * DAY)),
-    info("github", "GitHub", "webhook secret, any string").header("x-hub-signature-256")
+    info("github", "GitHub", "webhook secret, any string")
+        .header("x-hub-signature-256")
         .retries_for(Duration::ZERO)
         .answer_within(Duration::from_secs(10)),
     info("slack", "Slack", "signing secret")
@@ -204,7 +205,8 @@ pub const SCHEMES: &[SchemeInfo] = &[
         .timestamped(DEFAULT_TOLERANCE)
         .form()
         .answer_within(Duration::from_secs(3)),
-    info("shopify", "Shopify", "app client secret").header("x-shopify-hmac-sha256")
+    info("shopify", "Shopify", "app client secret")
+        .header("x-shopify-hmac-sha256")
         .retries_for(Duration::from_secs(4 * HOUR))
         .answer_within(Duration::from_secs(5)),
     info("twilio", "Twilio", "auth token")
