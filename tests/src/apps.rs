@@ -167,8 +167,10 @@ impl Spec {
 /// The Slack signing secret of the `/inbox/slack` and `/handshake/slack` routes.
 pub const INBOX_SLACK_SECRET: &str = "slack-inbox-signing-secret";
 
-/// The smallest purge age of the admin API mounted at `/admin/guarded`.
-pub const GUARDED_ADMIN_MIN_PURGE: Duration = Duration::from_secs(60);
+/// The smallest purge age of the admin API mounted at `/admin/guarded`:
+/// 5 days, above the providers' retry windows (a shorter one is raised to
+/// `webhooks_core::inbox::purge_floor`, 4 days).
+pub const GUARDED_ADMIN_MIN_PURGE: Duration = Duration::from_secs(5 * 86_400);
 
 /// The `authorize` hook of `/admin/guarded`, from its `x-test-access`
 /// header: `admin:<who>`, `read:<who>`, anything else (or none) denied.
