@@ -37,7 +37,8 @@ use futures_util::FutureExt as _;
 use futures_util::future::Either;
 use http::StatusCode;
 
-use super::admission::Admission;
+use super::admission::{Admission, Observer};
+use super::settlement::ClaimGuard;
 use crate::inbox::{Inbox, NewEvent};
 use crate::{ConfigError, Delivery, Rejection, Verified};
 
@@ -228,7 +229,8 @@ impl fmt::Debug for Prepared {
     }
 }
 
-type Outcome<T> = Pin<Box<dyn Future<Output = Result<T, Box<dyn Any + Send>>> + Send>>;
+/// A handler's outcome: its output, or its panic.
+type Caught<T> = Result<T, Box<dyn Any + Send>>;
 
 impl Admission {
     /// [`run`](Self::run) under the receiver's
@@ -236,12 +238,14 @@ impl Admission {
     /// handler runs inline; if it has not answered within the budget, the
     /// delivery is stored in the budget's inbox and this answers
     /// [`Rejection::Stored`] (the configured `2xx`) while the handler runs
-    /// on as a runtime task, its claim settled as usual when it ends. An
-    /// inbox that cannot store it: [`Rejection::StoreUnavailable`] (the
-    /// handler still runs on). Without a budget (or a claim) it is `run`.
+    /// on as a runtime task ([`tokio::spawn`]), its claim settled as usual
+    /// when it ends. An inbox that cannot store it:
+    /// [`Rejection::StoreUnavailable`] (the handler still runs on). Without
+    /// a budget (or a claim) it is `run`.
     ///
     /// The handler's future and output must be `Send + 'static`: they may
-    /// outlive the request.
+    /// outlive the request. For a framework whose handlers are not `Send`
+    /// (actix-web), see [`run_within_budget_local`](Self::run_within_budget_local).
     ///
     /// # Errors
     ///
@@ -257,93 +261,229 @@ impl Admission {
         T: Send + 'static,
         S: FnOnce(&T) -> u16 + Send + 'static,
     {
+        let parts = match self.split_budget() {
+            Ok(parts) => parts,
+            Err(admission) => return Either::Left(admission.run(handler, status_of)),
+        };
+        let started = Instant::now();
+        let outcome: Pin<Box<dyn Future<Output = Caught<T>> + Send>> =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| handler(parts.delivery))) {
+                Ok(fut) => Box::pin(AssertUnwindSafe(fut).catch_unwind()),
+                Err(panic) => Box::pin(std::future::ready(Err(panic))),
+            };
+        Either::Right(budgeted(
+            parts.rest,
+            started,
+            outcome,
+            status_of,
+            |rest| drop(tokio::spawn(rest.run())),
+        ))
+    }
+
+    /// [`run_within_budget`](Self::run_within_budget) for handlers whose
+    /// future or output is not `Send` (actix-web's): past the budget the
+    /// handler runs on as a task of the current thread's
+    /// [`LocalSet`](tokio::task::LocalSet) ([`tokio::task::spawn_local`];
+    /// actix-web runs every worker on one).
+    ///
+    /// # Errors
+    ///
+    /// As [`run_within_budget`](Self::run_within_budget).
+    ///
+    /// # Panics
+    ///
+    /// Past the budget, outside a `LocalSet`.
+    pub fn run_within_budget_local<F, Fut, T, S>(
+        self,
+        handler: F,
+        status_of: S,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        F: FnOnce(Delivery) -> Fut,
+        Fut: Future<Output = T> + 'static,
+        T: 'static,
+        S: FnOnce(&T) -> u16 + 'static,
+    {
+        let parts = match self.split_budget() {
+            Ok(parts) => parts,
+            Err(admission) => return Either::Left(admission.run(handler, status_of)),
+        };
+        let started = Instant::now();
+        let outcome: Pin<Box<dyn Future<Output = Caught<T>>>> =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| handler(parts.delivery))) {
+                Ok(fut) => Box::pin(AssertUnwindSafe(fut).catch_unwind()),
+                Err(panic) => Box::pin(std::future::ready(Err(panic))),
+            };
+        Either::Right(budgeted(
+            parts.rest,
+            started,
+            outcome,
+            status_of,
+            |rest| drop(tokio::task::spawn_local(rest.run())),
+        ))
+    }
+
+    /// The admission's parts when it has a budget and a claim, or itself.
+    fn split_budget(self) -> Result<BudgetParts, Self> {
         let Self {
             delivery,
             claim,
             observer,
             handoff,
         } = self;
-        let (prepared, mut claim) = match (handoff, claim) {
-            (Some(prepared), Some(claim)) => (prepared, claim),
-            (_, claim) => {
-                let admission = Self {
-                    delivery,
+        match (handoff, claim) {
+            (Some(prepared), Some(claim)) => Ok(BudgetParts {
+                delivery,
+                rest: Rest {
+                    prepared,
                     claim,
                     observer,
-                    handoff: None,
-                };
-                return Either::Left(admission.run(handler, status_of));
+                },
+            }),
+            (_, claim) => Err(Self {
+                delivery,
+                claim,
+                observer,
+                handoff: None,
+            }),
+        }
+    }
+}
+
+/// A budgeted admission: the delivery for the handler, and the rest.
+struct BudgetParts {
+    delivery: Delivery,
+    rest: Rest,
+}
+
+/// What a budgeted run needs besides the handler.
+struct Rest {
+    prepared: Box<Prepared>,
+    claim: ClaimGuard,
+    observer: Option<Observer>,
+}
+
+/// The handler's `outcome` inline within the budget, then handed over:
+/// what follows the budget is given to `spawn` as a [`HandOver`].
+async fn budgeted<O, T, S, Sp>(
+    rest: Rest,
+    started: Instant,
+    mut outcome: O,
+    status_of: S,
+    spawn: Sp,
+) -> Result<T, Rejection>
+where
+    O: Future<Output = Caught<T>> + Unpin,
+    S: FnOnce(&T) -> u16,
+    Sp: FnOnce(HandOver<O, S>),
+{
+    let Rest {
+        prepared,
+        mut claim,
+        observer,
+    } = rest;
+    let Prepared {
+        handoff,
+        event,
+        retry_after,
+    } = *prepared;
+    if handoff.budget >= claim.renewal_interval() {
+        claim.start_renewal();
+    }
+    let finished = {
+        let mut timer = std::pin::pin!(tokio::time::sleep(handoff.budget));
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(out) = Pin::new(&mut outcome).poll(cx) {
+                return Poll::Ready(Some(out));
+            }
+            timer.as_mut().poll(cx).map(|()| None)
+        })
+        .await
+    };
+    if let Some(out) = finished {
+        let (output, settling) =
+            Admission::handled(Some(claim), observer.as_ref(), started, out, status_of);
+        if let Some(settling) = settling {
+            settling.await;
+        }
+        return output;
+    }
+    // Over budget: the rest runs as a task of its own, which neither the
+    // request's end nor its future's drop can stop.
+    claim.start_renewal();
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    spawn(HandOver {
+        handoff,
+        event,
+        retry_after,
+        answer,
+        outcome,
+        claim,
+        observer,
+        started,
+        status_of,
+    });
+    Err(answered
+        .await
+        .unwrap_or(Rejection::StoreUnavailable { retry_after }))
+}
+
+/// What runs past the budget, in a task of its own: the inbox's write, the
+/// answer, then the rest of the handler and the claim's settlement.
+struct HandOver<O, S> {
+    handoff: Handoff,
+    event: NewEvent,
+    retry_after: Duration,
+    answer: tokio::sync::oneshot::Sender<Rejection>,
+    outcome: O,
+    claim: ClaimGuard,
+    observer: Option<Observer>,
+    started: Instant,
+    status_of: S,
+}
+
+impl<O, S> HandOver<O, S> {
+    async fn run<T>(self)
+    where
+        O: Future<Output = Caught<T>>,
+        S: FnOnce(&T) -> u16,
+    {
+        let Self {
+            handoff,
+            event,
+            retry_after,
+            answer,
+            outcome,
+            claim,
+            observer,
+            started,
+            status_of,
+        } = self;
+        let stored = handoff.inbox.accept(&event).await;
+        drop(event);
+        let reply = match stored {
+            Ok(_) => {
+                crate::inbox::signals::accepted(&handoff.route, "handed_over");
+                tracing::info!(
+                    budget_ms = u64::try_from(handoff.budget.as_millis()).unwrap_or(u64::MAX),
+                    "webhook handler over its response budget; delivery stored in the inbox and answered"
+                );
+                Rejection::Stored {
+                    status: handoff.status,
+                }
+            }
+            Err(error) => {
+                crate::inbox::signals::accepted(&handoff.route, "unavailable");
+                tracing::error!(error = %error, "webhook handler over its response budget and the inbox cannot store it; answering 503, the handler runs on");
+                Rejection::StoreUnavailable { retry_after }
             }
         };
-        let started = Instant::now();
-        let mut outcome: Outcome<T> =
-            match std::panic::catch_unwind(AssertUnwindSafe(|| handler(delivery))) {
-                Ok(fut) => Box::pin(AssertUnwindSafe(fut).catch_unwind()),
-                Err(panic) => Box::pin(std::future::ready(Err(panic))),
-            };
-        Either::Right(async move {
-            let Prepared {
-                handoff,
-                event,
-                retry_after,
-            } = *prepared;
-            if handoff.budget >= claim.renewal_interval() {
-                claim.start_renewal();
-            }
-            let finished = {
-                let mut timer = std::pin::pin!(tokio::time::sleep(handoff.budget));
-                std::future::poll_fn(|cx| {
-                    if let Poll::Ready(out) = outcome.as_mut().poll(cx) {
-                        return Poll::Ready(Some(out));
-                    }
-                    timer.as_mut().poll(cx).map(|()| None)
-                })
-                .await
-            };
-            if let Some(out) = finished {
-                let (output, settling) =
-                    Admission::handled(Some(claim), observer.as_ref(), started, out, status_of);
-                if let Some(settling) = settling {
-                    settling.await;
-                }
-                return output;
-            }
-            // Over budget: the rest runs as a task of its own, which neither
-            // the request's end nor its future's drop can stop.
-            claim.start_renewal();
-            let (answer, answered) = tokio::sync::oneshot::channel();
-            tokio::spawn(async move {
-                let stored = handoff.inbox.accept(&event).await;
-                drop(event);
-                let reply = match stored {
-                    Ok(_) => {
-                        crate::inbox::signals::accepted(&handoff.route, "handed_over");
-                        tracing::info!(
-                            budget_ms =
-                                u64::try_from(handoff.budget.as_millis()).unwrap_or(u64::MAX),
-                            "webhook handler over its response budget; delivery stored in the inbox and answered"
-                        );
-                        Rejection::Stored {
-                            status: handoff.status,
-                        }
-                    }
-                    Err(error) => {
-                        crate::inbox::signals::accepted(&handoff.route, "unavailable");
-                        tracing::error!(error = %error, "webhook handler over its response budget and the inbox cannot store it; answering 503, the handler runs on");
-                        Rejection::StoreUnavailable { retry_after }
-                    }
-                };
-                let _ = answer.send(reply);
-                let out = outcome.await;
-                let (_, settling) =
-                    Admission::handled(Some(claim), observer.as_ref(), started, out, status_of);
-                if let Some(settling) = settling {
-                    settling.await;
-                }
-            });
-            Err(answered
-                .await
-                .unwrap_or(Rejection::StoreUnavailable { retry_after }))
-        })
+        let _ = answer.send(reply);
+        let out = outcome.await;
+        let (_, settling) =
+            Admission::handled(Some(claim), observer.as_ref(), started, out, status_of);
+        if let Some(settling) = settling {
+            settling.await;
+        }
     }
 }

@@ -236,6 +236,41 @@ impl Receiver {
         }))
     }
 
+    /// [`receive_within_budget`](Self::receive_within_budget) for handlers
+    /// whose future or output is not `Send` (actix-web's): past the budget
+    /// the handler runs on in the current thread's
+    /// [`LocalSet`](tokio::task::LocalSet) (see
+    /// [`Admission::run_within_budget_local`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`receive_within_budget`](Self::receive_within_budget).
+    ///
+    /// [`Admission::run_within_budget_local`]: super::Admission::run_within_budget_local
+    pub fn receive_within_budget_local<R, Read, B, F, Fut, T, S>(
+        &self,
+        request: R,
+        read_body: Read,
+        handler: F,
+        status_of: S,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        R: Incoming,
+        Read: FnOnce() -> B,
+        B: Future<Output = Result<Bytes, Rejection>>,
+        F: FnOnce(R, Delivery) -> Fut,
+        Fut: Future<Output = T> + 'static,
+        T: 'static,
+        S: FnOnce(&T) -> u16 + 'static,
+    {
+        self.traced(Box::pin(async move {
+            let admission = self.admit_read(&request, read_body).await?;
+            admission
+                .run_within_budget_local(|delivery| handler(request, delivery), status_of)
+                .await
+        }))
+    }
+
     /// What [`receive`](Self::receive) does up to the handler: the head's
     /// checks, the body's read under its timeout, the verification and the
     /// claim.
