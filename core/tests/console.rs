@@ -820,12 +820,18 @@ async fn purge_below_the_floor_needs_force() {
         (
             14 * day,
             "14d",
-            [("15d", StatusCode::SEE_OTHER), ("10d", StatusCode::BAD_REQUEST)],
+            [
+                ("15d", StatusCode::SEE_OTHER),
+                ("10d", StatusCode::BAD_REQUEST),
+            ],
         ),
         (
             std::time::Duration::from_secs(3_600),
             "4d",
-            [("4d", StatusCode::SEE_OTHER), ("2h", StatusCode::BAD_REQUEST)],
+            [
+                ("4d", StatusCode::SEE_OTHER),
+                ("2h", StatusCode::BAD_REQUEST),
+            ],
         ),
     ] {
         let console = Console::new(Arc::clone(&inbox)).min_purge_age(minimum);

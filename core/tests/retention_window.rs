@@ -51,8 +51,7 @@ fn build_refuses_with_the_reason() {
             .retention(Duration::from_secs(3_600))
             .build()
     })
-    .err()
-    .expect("build refuses a short retention");
+    .expect_err("build refuses a short retention");
     let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(
         message.contains("stripe") && message.contains("345600 s") && message.contains("3600 s"),

@@ -40,6 +40,9 @@ pub struct Spec {
     /// `/admin/guarded` (the `x-test-access` hook) and `/admin/nohook` (no
     /// hook: every request denied).
     pub inbox: Option<Arc<dyn Inbox>>,
+    /// A response budget (issue 34): the `/hook` route runs its handler
+    /// inline for this long, then hands the delivery to this inbox.
+    pub budget: Option<(Arc<dyn Inbox>, Duration)>,
 }
 
 impl Spec {
@@ -156,6 +159,12 @@ impl Spec {
             .lease(self.lease)
             .shared_store(Arc::clone(&self.store))
             .namespace(self.namespace.clone());
+        let builder = match &self.budget {
+            Some((inbox, budget)) => builder.response_budget(
+                webhooks_core::ResponseBudget::new(Arc::clone(inbox)).budget(*budget),
+            ),
+            None => builder,
+        };
         if self.custom_rejections {
             builder.on_reject(custom_rejection)
         } else {

@@ -170,9 +170,7 @@ async fn a_late_handler_is_handed_to_the_inbox_and_runs_once() {
     let store: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
     let receiver = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
         .shared_store(Arc::clone(&store))
-        .response_budget(
-            ResponseBudget::new(Arc::clone(&inbox)).budget(Duration::from_millis(100)),
-        )
+        .response_budget(ResponseBudget::new(Arc::clone(&inbox)).budget(Duration::from_millis(100)))
         .build();
     let effects = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&effects);
