@@ -54,6 +54,7 @@
 mod assets;
 pub(crate) mod csrf;
 mod render;
+mod retention;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -396,6 +397,7 @@ impl Console {
             },
             refresh_secs: self.inner.refresh.as_secs(),
             min_purge_age: crate::inbox::purge_floor(self.inner.min_purge_age),
+            recognised: self.inner.min_purge_age,
         };
         let query = parse_form(request.query.unwrap_or("").as_bytes());
         let result = match (request.method, path) {

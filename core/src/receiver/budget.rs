@@ -166,7 +166,8 @@ pub(super) struct Handoff {
     inbox: Arc<dyn Inbox>,
     pub(super) budget: Duration,
     status: StatusCode,
-    /// The `route` label of the accept counter.
+    /// The `route` label of the accept counter: the receiver's namespace,
+    /// as for inbox mode's accepts.
     route: Arc<str>,
 }
 

@@ -431,7 +431,7 @@ impl ReceiverBuilder {
                     "response_budget: needs a dedup store shared with the workers (ReceiverBuilder::store)",
                 ));
             }
-            self.inner.budget = Some(budget.resolve(scheme, route)?);
+            self.inner.budget = Some(budget.resolve(scheme, &self.inner.namespace)?);
         }
         if let Some(store) = &self.inner.store {
             let scheme = self.inner.verifier.scheme();
