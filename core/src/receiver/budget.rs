@@ -1,27 +1,7 @@
 //! The response-budget guard ([`ResponseBudget`]): the handler runs inline,
 //! and a delivery whose handler has not answered by the provider's deadline
 //! (minus a margin) is handed to the inbox, answered `2xx`, and left to
-//! finish where it runs — or, if it fails or the process dies, to a
-//! [`Worker`](crate::inbox::Worker) that claims it on the same dedup store
-//! ([`WorkerBuilder::claim_on`](crate::inbox::WorkerBuilder::claim_on)).
-//!
-//! One dedup claim (its random token) decides who runs the handler: the
-//! inline run holds it from the start and renews it while it runs; the
-//! worker claims it before running anything. So the worker finds
-//!
-//! | the inline run… | the worker's claim | the worker |
-//! |---|---|---|
-//! | still running | in flight | waits, then retries later (the event stays in the inbox) |
-//! | succeeded (claim completed) | completed | completes the event without running the handler |
-//! | failed or panicked (claim released) | claimed | runs the handler |
-//! | died with its process | claimed once the lease expired | runs the handler |
-//!
-//! | await point | what happens |
-//! |---|---|
-//! | request dropped before the budget | the claim is released (as without a budget); nothing was stored or acknowledged: the provider retries |
-//! | request dropped after the budget | the rest runs as a runtime task: the store, the handler, the settlement all finish |
-//! | the inbox write fails after the budget | `503` + `Retry-After`; the handler still finishes and settles the claim: the provider's retry finds it in flight, completed (a duplicate) or released (it runs) |
-//! | the lease runs out while the inline run continues | the worker may claim and run it; the inline run's completion is then refused by its token (logged) |
+//! finish where it runs, or to a worker claiming on the same dedup store.
 
 use std::any::Any;
 use std::fmt;
@@ -48,8 +28,27 @@ pub const DEFAULT_BUDGET_MARGIN: Duration = Duration::from_secs(1);
 
 /// A route's response budget: run the handler inline, and hand the delivery
 /// to `inbox` when it has not answered by the provider's deadline minus a
-/// margin ([`ReceiverBuilder::response_budget`](super::ReceiverBuilder::response_budget);
-/// see [the module](self) for who runs what).
+/// margin ([`ReceiverBuilder::response_budget`](super::ReceiverBuilder::response_budget)).
+///
+/// One dedup claim (its random token) decides who runs the handler: the
+/// inline run holds it from the start and renews it while it runs; a
+/// [`Worker`](crate::inbox::Worker) built with
+/// [`claim_on`](crate::inbox::WorkerBuilder::claim_on) claims it before
+/// running anything. So the worker finds
+///
+/// | the inline run… | the worker's claim | the worker |
+/// |---|---|---|
+/// | still running | in flight | waits, then retries later (the event stays in the inbox) |
+/// | succeeded (claim completed) | completed | completes the event without running the handler |
+/// | failed or panicked (claim released) | claimed | runs the handler |
+/// | died with its process | claimed once the lease expired | runs the handler |
+///
+/// | await point | what happens |
+/// |---|---|
+/// | request dropped before the budget | the claim is released (as without a budget); nothing was stored or acknowledged: the provider retries |
+/// | request dropped after the budget | the rest runs as a runtime task: the store, the handler, the settlement all finish |
+/// | the inbox write fails after the budget | `503` + `Retry-After`; the handler still finishes and settles the claim: the provider's retry finds it in flight, completed (a duplicate) or released (it runs) |
+/// | the lease runs out while the inline run continues | the worker may claim and run it; the inline run's completion is then refused by its token (logged) |
 ///
 /// The budget defaults to the scheme's documented
 /// [`response_deadline`](crate::scheme::registry::SchemeInfo::response_deadline)

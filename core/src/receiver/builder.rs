@@ -372,7 +372,7 @@ impl ReceiverBuilder {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::RetentionBelowRetryWindow`] when the dedup
+    /// [`ConfigError::RetentionBelowRetryWindow`](crate::ConfigError::RetentionBelowRetryWindow) when the dedup
     /// [`retention`](Self::retention) is shorter than the scheme's
     /// [`retention_floor`](crate::scheme::registry::retention_floor),
     /// without [`allow_retention_below_retry_window`](Self::allow_retention_below_retry_window).
