@@ -4,7 +4,9 @@
 //! only if the inline run did not succeed. Exactly one successful effect
 //! per delivery: with durations straddling the budget, failures, panics,
 //! and a receiver process killed (SIGKILL) mid-handler. On SQLite (dedup
-//! store and inbox in files) and Redis.
+//! store and inbox in files), and with their features on Redis,
+//! PostgreSQL, MySQL/MariaDB and a Redis Cluster (skipped with a message
+//! when the server is missing; failed under `CI=true`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -42,6 +44,40 @@ async fn sqlite() -> Backend {
 #[cfg(feature = "redis")]
 async fn redis() -> Option<Backend> {
     let url = support::redis_url().await?;
+    let prefix = format!("budget-{}", support::unique_suffix());
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Some(Backend {
+        dedup: format!("{url}{sep}prefix={prefix}:d:"),
+        inbox: format!("{url}{sep}prefix={prefix}:i:&retention=off"),
+    })
+}
+
+/// Tables of their own on a SQL server.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn sql_backend(url: &str) -> Backend {
+    let suffix = support::unique_suffix();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Backend {
+        dedup: format!("{url}{sep}table=budget_d_{suffix}"),
+        inbox: format!("{url}{sep}table=budget_i_{suffix}&retention=off"),
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres() -> Option<Backend> {
+    Some(sql_backend(&support::postgres_url().await?))
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql() -> Option<Backend> {
+    Some(sql_backend(&support::mysql_url().await?))
+}
+
+#[cfg(feature = "redis-cluster")]
+async fn redis_cluster() -> Option<Backend> {
+    let url = support::redis_cluster_url()
+        .await?
+        .replacen("redis://", "redis-cluster://", 1);
     let prefix = format!("budget-{}", support::unique_suffix());
     let sep = if url.contains('?') { '&' } else { '?' };
     Some(Backend {
@@ -409,12 +445,18 @@ macro_rules! on_backends {
                 }
             )*
         }
-        #[cfg(feature = "redis")]
-        mod redis_backend {
+        on_backends!(@server "redis", redis_backend, redis, $($name),*);
+        on_backends!(@server "postgres", postgres_backend, postgres, $($name),*);
+        on_backends!(@server "mysql", mysql_backend, mysql, $($name),*);
+        on_backends!(@server "redis-cluster", redis_cluster_backend, redis_cluster, $($name),*);
+    };
+    (@server $feature:literal, $module:ident, $open:ident, $($name:ident),*) => {
+        #[cfg(feature = $feature)]
+        mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    if let Some(backend) = super::redis().await {
+                    if let Some(backend) = super::$open().await {
                         super::$name(backend).await;
                     }
                 }
