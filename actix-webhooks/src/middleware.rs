@@ -108,6 +108,7 @@ impl From<Receiver> for Webhooks {
 impl<S, B> Transform<S, ServiceRequest> for Webhooks
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    S::Future: 'static,
     B: MessageBody + 'static,
 {
     type Response = ServiceResponse<EitherBody<B>>;
@@ -154,6 +155,7 @@ impl<S> fmt::Debug for WebhooksMiddleware<S> {
 impl<S, B> Service<ServiceRequest> for WebhooksMiddleware<S>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    S::Future: 'static,
     B: MessageBody + 'static,
 {
     type Response = ServiceResponse<EitherBody<B>>;
@@ -201,7 +203,17 @@ where
                 Ok(response) => response.status().as_u16(),
                 Err(error) => error.as_response_error().status_code().as_u16(),
             };
-            match receiver.receive(head, read, handler, status).await {
+            // A response budget hands a late handler's delivery to the
+            // inbox (its future then runs on in a task of this worker's
+            // `LocalSet`).
+            let received = if receiver.response_budget().is_some() {
+                receiver
+                    .receive_within_budget_local(head, read, handler, status)
+                    .await
+            } else {
+                receiver.receive(head, read, handler, status).await
+            };
+            match received {
                 Ok(result) => result.map(ServiceResponse::map_into_left_body),
                 Err(r) => match waiting {
                     Some(mut req) => {

@@ -87,7 +87,8 @@ enum Action {
     Discard(Bulk),
     /// Delete the events completed more than --older-than ago.
     Purge {
-        /// `7d`, `12h`, `30m`, or seconds.
+        /// `7d`, `12h`, `30m`, or seconds; at least 4d (the longest provider
+        /// retry window plus a day) unless --force.
         #[arg(long, value_parser = parse_age)]
         older_than: Duration,
         /// Say what would happen, change nothing.
@@ -96,6 +97,10 @@ enum Action {
         /// Do it without asking.
         #[arg(long)]
         yes: bool,
+        /// Purge younger than the providers' retry windows too (a provider's
+        /// retry of a purged delivery is stored and runs again).
+        #[arg(long)]
+        force: bool,
     },
     /// Stop every worker from starting new attempts (deliveries are still received).
     Pause,
@@ -169,7 +174,8 @@ pub(crate) async fn run(args: InboxArgs, out: &Out) -> Result<(), Failure> {
             older_than,
             dry_run,
             yes,
-        } => purge(&inbox, older_than, dry_run, yes, out).await,
+            force,
+        } => purge(&inbox, older_than, dry_run, yes, force, out).await,
         Action::Pause => pause(&inbox, true, out).await,
         Action::Resume => pause(&inbox, false, out).await,
         Action::Tail { interval } => tail(&inbox, Duration::from_secs(interval.max(1)), out).await,
@@ -477,8 +483,18 @@ async fn purge(
     older_than: Duration,
     dry_run: bool,
     yes: bool,
+    force: bool,
     out: &Out,
 ) -> Result<(), Failure> {
+    let floor = webhooks_core::inbox::purge_floor(Duration::ZERO);
+    if older_than < floor && !force {
+        return Err(Failure::usage(format!(
+            "--older-than is below {} s, the longest provider retry window plus a day: a \
+             provider's retry of a purged delivery is stored and runs again; add --force to \
+             purge anyway",
+            floor.as_secs()
+        )));
+    }
     let question = format!(
         "purge the events completed more than {} s ago",
         older_than.as_secs()

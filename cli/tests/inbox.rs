@@ -176,6 +176,17 @@ async fn exercise(url: &str) {
     assert_eq!(inbox(url, &["resume"]).1["changed"], true);
     let (code, purged) = inbox(url, &["purge", "--older-than", "30d", "--yes"]);
     assert_eq!((code, purged["purged"].as_u64()), (0, Some(0)), "{purged}");
+    // Issue 34: younger than the longest provider retry window plus a day
+    // (Stripe's 3 days + 1) only with --force.
+    let (code, refused) = inbox(url, &["purge", "--older-than", "3d", "--yes"]);
+    let reason = refused["error"].as_str().unwrap_or_default();
+    assert_eq!(code, 2, "{refused}");
+    assert!(
+        reason.contains("345600 s") && reason.contains("--force"),
+        "{reason}"
+    );
+    let (code, forced) = inbox(url, &["purge", "--older-than", "3d", "--yes", "--force"]);
+    assert_eq!((code, forced["purged"].as_u64()), (0, Some(0)), "{forced}");
     let (code, missing) = inbox(url, &["show", "cli:nope"]);
     assert_eq!(
         (code, missing["error"].as_str()),

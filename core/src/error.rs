@@ -126,4 +126,22 @@ pub enum ConfigError {
     /// A setting is out of range or inconsistent.
     #[error("invalid setting: {0}")]
     Setting(&'static str),
+    /// A retention (of the dedup store's completed ids, or of the inbox's
+    /// completed events) shorter than the provider's documented retry
+    /// window plus [`RETRY_WINDOW_MARGIN`](crate::scheme::registry::RETRY_WINDOW_MARGIN):
+    /// a retry arriving after the id was forgotten would run the handler
+    /// again. Raise the retention, or override knowingly
+    /// (`ReceiverBuilder::allow_retention_below_retry_window`, or the inbox
+    /// URL's `short_retention=allow`).
+    #[error(
+        "the retention ({retention_secs} s) is shorter than {scheme}'s retry window plus a margin ({floor_secs} s): a late retry would run again; raise it or allow it explicitly"
+    )]
+    RetentionBelowRetryWindow {
+        /// The scheme (`"stripe"`), or `"any"` for an inbox shared by all.
+        scheme: &'static str,
+        /// The retention configured, in seconds.
+        retention_secs: u64,
+        /// The shortest retention allowed without the override, in seconds.
+        floor_secs: u64,
+    },
 }

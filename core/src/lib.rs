@@ -57,7 +57,9 @@ pub use error::{ConfigError, VerifyError};
 pub use handshake::Handshake;
 pub use headers::HeaderLookup;
 pub use public_url::PublicUrl;
-pub use receiver::{Admission, ClaimGuard, Incoming, Receiver, ReceiverBuilder, StoreFailure};
+pub use receiver::{
+    Admission, ClaimGuard, Incoming, Receiver, ReceiverBuilder, ResponseBudget, StoreFailure,
+};
 pub use refusal::{MAX_REASON_LEN, Refusal, RefusalKind};
 pub use rejection::{DUPLICATE_HEADER, ExtractError, Rejection, ResponseParts};
 pub use verify::{Identity, MatchedKey, RequestHead, RequestVerifier, Verified, Verifier};

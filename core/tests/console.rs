@@ -811,30 +811,48 @@ async fn purge_below_the_floor_needs_force() {
     assert_eq!(answer.headers["location"], "/ops/webhooks/?done=purge&n=1");
     assert_eq!(inbox.stats().await.unwrap().completed, 0);
 
-    // The floor follows the inbox's retention when configured: an hour
-    // here, so 2h needs no force and 30m still does; the form offers it.
-    let console =
-        Console::new(Arc::clone(&inbox)).min_purge_age(std::time::Duration::from_secs(3_600));
-    let page = get(&console, admin(), "/", None).await;
-    assert!(
-        text(&page).contains("name=\"older_than\" value=\"1h\""),
-        "{}",
-        text(&page)
-    );
-    let csrf = token(text(&page));
-    for (older_than, status) in [
-        ("2h", StatusCode::SEE_OTHER),
-        ("30m", StatusCode::BAD_REQUEST),
+    // The floor follows the inbox's retention when configured: 14 days
+    // here, so 15d needs no force and 10d still does; the form offers it.
+    // Issue 34: never below the providers' retry windows plus a day (4
+    // days, Stripe's 3 + 1): an hour configured is raised to it.
+    let day = std::time::Duration::from_secs(86_400);
+    for (minimum, shown, cases) in [
+        (
+            14 * day,
+            "14d",
+            [
+                ("15d", StatusCode::SEE_OTHER),
+                ("10d", StatusCode::BAD_REQUEST),
+            ],
+        ),
+        (
+            std::time::Duration::from_secs(3_600),
+            "4d",
+            [
+                ("4d", StatusCode::SEE_OTHER),
+                ("2h", StatusCode::BAD_REQUEST),
+            ],
+        ),
     ] {
-        let answer = post(
-            &console,
-            admin(),
-            "/purge",
-            &form(&[("csrf", &csrf), ("older_than", older_than)]),
-            &[("origin", ORIGIN)],
-        )
-        .await;
-        assert_eq!(answer.status, status, "{older_than}: {}", text(&answer));
+        let console = Console::new(Arc::clone(&inbox)).min_purge_age(minimum);
+        let page = get(&console, admin(), "/", None).await;
+        assert!(
+            text(&page).contains(&format!("name=\"older_than\" value=\"{shown}\"")),
+            "{}",
+            text(&page)
+        );
+        let csrf = token(text(&page));
+        for (older_than, status) in cases {
+            let answer = post(
+                &console,
+                admin(),
+                "/purge",
+                &form(&[("csrf", &csrf), ("older_than", older_than)]),
+                &[("origin", ORIGIN)],
+            )
+            .await;
+            assert_eq!(answer.status, status, "{older_than}: {}", text(&answer));
+        }
     }
 }
 

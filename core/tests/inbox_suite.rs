@@ -2440,6 +2440,41 @@ async fn from_url_purges_completed_events(target: Target) {
         webhooks_core::inbox::inbox_from_url(&url_with_name(&target, &name, "&retention=7w")).await,
         Err(webhooks_core::inbox::OpenError::Config(_))
     ));
+    // Issue 34: a retention under the providers' retry windows (Stripe's
+    // and Square's 3 days, plus a day) is refused unless allowed knowingly.
+    for short in ["&retention=1d", "&retention=95h"] {
+        let opened =
+            webhooks_core::inbox::inbox_from_url(&url_with_name(&target, &name, short)).await;
+        match opened.err() {
+            Some(webhooks_core::inbox::OpenError::Config(
+                webhooks_core::ConfigError::RetentionBelowRetryWindow {
+                    scheme: "any",
+                    floor_secs,
+                    ..
+                },
+            )) => assert_eq!(floor_secs, 4 * 86_400),
+            other => panic!("{short}: {other:?}"),
+        }
+    }
+    let allowed = webhooks_core::inbox::inbox_from_url(&url_with_name(
+        &target,
+        &name,
+        "&retention=1d&short_retention=allow",
+    ))
+    .await;
+    assert!(allowed.is_ok(), "short_retention=allow opens");
+    drop(allowed);
+    assert!(matches!(
+        webhooks_core::inbox::inbox_from_url(&url_with_name(
+            &target,
+            &name,
+            "&retention=1d&short_retention=yes"
+        ))
+        .await,
+        Err(webhooks_core::inbox::OpenError::Config(
+            webhooks_core::ConfigError::Invalid { .. }
+        ))
+    ));
     target.cleanup().await;
 }
 

@@ -40,6 +40,9 @@ pub struct Spec {
     /// `/admin/guarded` (the `x-test-access` hook) and `/admin/nohook` (no
     /// hook: every request denied).
     pub inbox: Option<Arc<dyn Inbox>>,
+    /// A response budget (issue 34): the `/hook` route runs its handler
+    /// inline for this long, then hands the delivery to this inbox.
+    pub budget: Option<(Arc<dyn Inbox>, Duration)>,
 }
 
 impl Spec {
@@ -156,6 +159,12 @@ impl Spec {
             .lease(self.lease)
             .shared_store(Arc::clone(&self.store))
             .namespace(self.namespace.clone());
+        let builder = match &self.budget {
+            Some((inbox, budget)) => builder.response_budget(
+                webhooks_core::ResponseBudget::new(Arc::clone(inbox)).budget(*budget),
+            ),
+            None => builder,
+        };
         if self.custom_rejections {
             builder.on_reject(custom_rejection)
         } else {
@@ -167,8 +176,10 @@ impl Spec {
 /// The Slack signing secret of the `/inbox/slack` and `/handshake/slack` routes.
 pub const INBOX_SLACK_SECRET: &str = "slack-inbox-signing-secret";
 
-/// The smallest purge age of the admin API mounted at `/admin/guarded`.
-pub const GUARDED_ADMIN_MIN_PURGE: Duration = Duration::from_secs(60);
+/// The smallest purge age of the admin API mounted at `/admin/guarded`:
+/// 5 days, above the providers' retry windows (a shorter one is raised to
+/// `webhooks_core::inbox::purge_floor`, 4 days).
+pub const GUARDED_ADMIN_MIN_PURGE: Duration = Duration::from_secs(5 * 86_400);
 
 /// The `authorize` hook of `/admin/guarded`, from its `x-test-access`
 /// header: `admin:<who>`, `read:<who>`, anything else (or none) denied.

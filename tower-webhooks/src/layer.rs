@@ -157,7 +157,16 @@ where
                 Ok(response) => response.status().as_u16(),
                 Err(_) => 500,
             };
-            match receiver.receive(parts, read, handler, status).await {
+            // A response budget hands a late handler's delivery to the
+            // inbox (its future then runs on in a task of its own).
+            let received = if receiver.response_budget().is_some() {
+                receiver
+                    .receive_within_budget(parts, read, handler, status)
+                    .await
+            } else {
+                receiver.receive(parts, read, handler, status).await
+            };
+            match received {
                 Ok(result) => result.map(|response| response.map(Body::new)),
                 Err(r) => Ok(rejection_response(&receiver, r)),
             }

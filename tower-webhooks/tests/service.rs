@@ -149,3 +149,73 @@ async fn a_body_past_the_limit_in_several_frames_is_413() {
     let response = service.oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
 }
+
+/// Issue 34, item 8: with a response budget, a handler that answers in
+/// time answers itself; one that does not is stored in the inbox and
+/// answered `202` while it runs on, and the worker claiming on the same
+/// dedup store completes the event without running it again.
+#[tokio::test]
+async fn a_late_handler_is_handed_to_the_inbox_and_runs_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use webhooks_core::dedup::{DedupStore, MemoryStore};
+    use webhooks_core::inbox::{Inbox, Job, SqliteInbox, Worker};
+    use webhooks_core::{Receiver, ResponseBudget};
+
+    let inbox = SqliteInbox::connect("sqlite::memory:").await.unwrap();
+    inbox.migrate().await.unwrap();
+    let inbox: Arc<dyn Inbox> = Arc::new(inbox);
+    // In-process here; a store that outlives the process in production.
+    let store: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
+    let receiver = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
+        .shared_store(Arc::clone(&store))
+        .response_budget(ResponseBudget::new(Arc::clone(&inbox)).budget(Duration::from_millis(100)))
+        .build();
+    let effects = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&effects);
+    let service = ServiceBuilder::new()
+        .layer(WebhookLayer::from_receiver(receiver))
+        .service_fn(move |request: Request<axum::body::Body>| {
+            let effects = Arc::clone(&counted);
+            async move {
+                let slow = request.uri().path() == "/slow";
+                if slow {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                effects.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Infallible>(Response::new(axum::body::Body::from("done")))
+            }
+        });
+
+    let fast = service
+        .clone()
+        .oneshot(signed("msg_fast", b"{}"))
+        .await
+        .unwrap();
+    assert_eq!(fast.status(), StatusCode::OK, "answered by the handler");
+
+    let mut slow = signed("msg_slow", b"{\"late\":true}");
+    *slow.uri_mut() = "/slow".parse().unwrap();
+    let late = service.clone().oneshot(slow).await.unwrap();
+    assert_eq!(late.status(), StatusCode::ACCEPTED, "stored and answered");
+    assert_eq!(inbox.stats().await.unwrap().pending, 1);
+
+    // The worker waits for the inline run, finds it done, runs nothing.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let worker_ran = Arc::clone(&ran);
+    let report = Worker::builder(Arc::clone(&inbox))
+        .claim_on(store, Duration::from_secs(7 * 86_400))
+        .handler(move |_: Job<serde_json::Value>| {
+            let ran = Arc::clone(&worker_ran);
+            async move {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), std::io::Error>(())
+            }
+        })
+        .run_until_idle()
+        .await;
+    assert_eq!(report.completed, 1, "{report:?}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the inline run did it");
+    assert_eq!(effects.load(Ordering::SeqCst), 2, "one effect each");
+}

@@ -54,6 +54,7 @@
 mod assets;
 pub(crate) mod csrf;
 mod render;
+mod retention;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -337,6 +338,8 @@ impl Console {
     /// 7 days, the admin API's floor too): your inbox's retention when it is
     /// not the default. The completed events are the inbox's memory of
     /// processed deliveries: a sender's retry of a purged one runs again.
+    /// Never below [`purge_floor`](crate::inbox::purge_floor) (the longest
+    /// provider retry window plus a day): a shorter one is raised to it.
     #[must_use]
     pub fn min_purge_age(self, age: Duration) -> Self {
         self.settings(|s| s.min_purge_age = age)
@@ -393,7 +396,8 @@ impl Console {
                 String::new()
             },
             refresh_secs: self.inner.refresh.as_secs(),
-            min_purge_age: self.inner.min_purge_age,
+            min_purge_age: crate::inbox::purge_floor(self.inner.min_purge_age),
+            recognised: self.inner.min_purge_age,
         };
         let query = parse_form(request.query.unwrap_or("").as_bytes());
         let result = match (request.method, path) {
@@ -664,7 +668,7 @@ impl Console {
                 ));
             };
             let force = matches!(field(form, "force"), Some("on" | "true" | "1"));
-            let minimum = self.inner.min_purge_age;
+            let minimum = crate::inbox::purge_floor(self.inner.min_purge_age);
             if older_than < minimum && !force {
                 return Ok(bad_request(
                     view.base,

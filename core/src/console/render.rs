@@ -20,6 +20,9 @@ pub(super) struct View<'a> {
     pub(super) refresh_secs: u64,
     /// The youngest purge allowed without "force".
     pub(super) min_purge_age: Duration,
+    /// How far back the inbox recognises duplicates: the configured
+    /// minimum purge age (the inbox's retention).
+    pub(super) recognised: Duration,
 }
 
 /// The list's filter, echoed in the form and in links.
@@ -226,6 +229,7 @@ pub(super) fn overview(
                 @if sample_cut { p.muted { "Of the oldest 250 dead letters." } }
             }
         }
+        (super::retention::duplicates(view.recognised))
         @if view.admin {
             h2 { "Purge completed events" }
             form.panel.filters method="post" action={ (base) "/purge" } {
@@ -904,7 +908,7 @@ fn ago(time: SystemTime) -> String {
     }
 }
 
-fn age(d: Duration) -> String {
+pub(super) fn age(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..60 => format!("{s} s"),

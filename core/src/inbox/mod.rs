@@ -146,7 +146,7 @@ pub use activity::{ACTIVITY_MINUTES, ACTIVITY_RETENTION, Activity, ActivityMinut
 pub use mysql::MySqlInbox;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresInbox;
-pub use purge::{DEFAULT_PURGE_INTERVAL, DEFAULT_RETENTION, PurgeTask};
+pub use purge::{DEFAULT_PURGE_INTERVAL, DEFAULT_RETENTION, PurgeTask, purge_floor};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use sql::{DEFAULT_INBOX_TABLE, SqlInboxBuilder};
 #[cfg(feature = "sqlite")]
@@ -1133,7 +1133,8 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
 /// | `table` | the SQL table (two inboxes can share a database) | `webhooks_inbox` |
 /// | `prefix` | the Redis key prefix | `inbox:` |
 /// | `partitions` | the Redis Cluster inbox's partitions (never change it while events are stored) | [`RedisClusterInbox::DEFAULT_PARTITIONS`] (16) |
-/// | `retention` | how long completed events are kept: `7d`, `12h`, `30m`, `90` (seconds), or `off` | [`DEFAULT_RETENTION`] (7 days) |
+/// | `retention` | how long completed events are kept: `7d`, `12h`, `30m`, `90` (seconds), or `off`; refused below [`purge_floor`] (the longest provider retry window plus a day: 4 days) without `short_retention=allow` | [`DEFAULT_RETENTION`] (7 days) |
+/// | `short_retention` | `allow`: accept a `retention` below the providers' retry windows (a late retry of a purged delivery runs again) | refused |
 ///
 /// **Purge.** Events completed more than the retention ago are deleted at
 /// opening, then every hour ([`DEFAULT_PURGE_INTERVAL`]), by a Tokio task
@@ -1202,6 +1203,27 @@ pub async fn inbox_from_url(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
             reason: "`retention` is `off` or a positive number with a unit (s, m, h, d)",
         })?,
     };
+    match options.short_retention.as_deref() {
+        None => {
+            let floor = crate::scheme::registry::longest_retention_floor();
+            if let Some(retention) = retention.filter(|r| *r < floor) {
+                return Err(ConfigError::RetentionBelowRetryWindow {
+                    scheme: "any",
+                    retention_secs: retention.as_secs(),
+                    floor_secs: floor.as_secs(),
+                }
+                .into());
+            }
+        }
+        Some("allow") => {}
+        Some(_) => {
+            return Err(ConfigError::Invalid {
+                what: WHAT,
+                reason: "`short_retention` is `allow`",
+            }
+            .into());
+        }
+    }
     let cluster = matches!(scheme.as_str(), "redis-cluster" | "rediss-cluster");
     let sql = !cluster && !matches!(scheme.as_str(), "redis" | "rediss" | "redis+unix" | "unix");
     if (sql && options.prefix.is_some()) || (!sql && options.table.is_some()) {

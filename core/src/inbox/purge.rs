@@ -10,6 +10,28 @@ use super::Inbox;
 /// of a purged delivery is stored and processed again.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// The youngest age a purge of completed events (console, admin API, CLI)
+/// accepts without being forced: the `configured` minimum, never below
+/// the longest retry window a provider documents plus a margin
+/// ([`registry::longest_retention_floor`](crate::scheme::registry::longest_retention_floor),
+/// 4 days: Stripe's and Square's 3 days plus one). A purge deletes every
+/// scheme's completed events at once, and a completed event is the
+/// inbox's memory of a processed delivery: a provider's retry of a purged
+/// one would be stored and run again.
+///
+/// ```
+/// use std::time::Duration;
+/// use webhooks_core::inbox::purge_floor;
+///
+/// let day = Duration::from_secs(86_400);
+/// assert_eq!(purge_floor(Duration::ZERO), 4 * day);
+/// assert_eq!(purge_floor(14 * day), 14 * day);
+/// ```
+#[must_use]
+pub fn purge_floor(configured: Duration) -> Duration {
+    configured.max(crate::scheme::registry::longest_retention_floor())
+}
+
 /// How often the task [`inbox_from_url`](super::inbox_from_url) starts
 /// purges: every hour (and once at start).
 pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(3_600);

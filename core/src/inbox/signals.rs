@@ -3,7 +3,7 @@
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
-//! | `webhooks_inbox_accepted_total` | counter | route, outcome | accepts: `stored`, `duplicate`, `unavailable`, `refused`; `route` is the receiver's namespace |
+//! | `webhooks_inbox_accepted_total` | counter | route, outcome | accepts: `stored`, `duplicate`, `unavailable`, `refused`; `handed_over` (a [response budget](crate::ResponseBudget)'s late delivery stored); `route` is the receiver's namespace |
 //! | `webhooks_inbox_attempts_total` | counter | outcome | worker attempts: `completed`, `unknown_type` (a type the handler's `Event<E>` does not list: completed without running it), `retried`, `dead_lettered`, `handed_back`, `stale` (refused: the lease was lost; with a transactional handler, its writes were rolled back) |
 //! | `webhooks_inbox_handler_duration_seconds` | histogram | | one handler run |
 //! | `webhooks_inbox_depth` | gauge | | pending events (due now or later) |

@@ -16,6 +16,9 @@ pub(crate) struct UrlOptions {
     pub(crate) retention: Option<String>,
     /// `partitions=`: the Redis Cluster inbox's partitions.
     pub(crate) partitions: Option<String>,
+    /// `short_retention=allow`: a `retention` below the providers' retry
+    /// windows, knowingly (inboxes only).
+    pub(crate) short_retention: Option<String>,
 }
 
 impl UrlOptions {
@@ -38,6 +41,7 @@ impl UrlOptions {
                 "prefix" => &mut options.prefix,
                 "retention" => &mut options.retention,
                 "partitions" => &mut options.partitions,
+                "short_retention" => &mut options.short_retention,
                 _ => {
                     kept.push(pair);
                     continue;

@@ -277,8 +277,26 @@ pub struct WorkerBuilder<T, Store = ()> {
     )]
     store: Store,
     config: Config,
+    /// Set by [`claim_on`](WorkerBuilder::claim_on).
+    claim_on: Option<ClaimOn>,
     marker: PhantomData<fn(T)>,
 }
+
+/// The dedup store a worker claims each event's key on before running it
+/// (a route with a [response budget](crate::ResponseBudget)), and the
+/// retention of the completions it records there.
+struct ClaimOn {
+    store: Arc<dyn crate::dedup::DedupStore>,
+    retention: Duration,
+}
+
+/// How much longer than the worker's timeout its dedup claim lasts: the
+/// handler is bounded by the timeout, so the claim needs no renewal.
+const CLAIM_LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+/// The longest wait between two claims of an event whose inline run still
+/// holds it.
+const CLAIM_POLL: Duration = Duration::from_millis(250);
 
 impl<T, Store> fmt::Debug for WorkerBuilder<T, Store> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -419,7 +437,36 @@ impl<T: JobEvent, Store> WorkerBuilder<T, Store> {
         self.finish(handle)
     }
 
+    /// Claims each event's key on `store` (the dedup store of a route with
+    /// a [response budget](crate::ResponseBudget)) before running the
+    /// handler, and records its success there (kept for `retention`, the
+    /// route's [retention](crate::ReceiverBuilder::retention)): the route's
+    /// inline run and this worker then run a delivery to success once
+    /// between them.
+    ///
+    /// | the claim | the worker |
+    /// |---|---|
+    /// | claimed | runs the handler; completes the claim on success, releases it otherwise |
+    /// | completed (the inline run succeeded) | completes the event without running the handler |
+    /// | in flight (the inline run still runs) | waits up to half its [`timeout`](Self::timeout), then fails the attempt (retried later) |
+    /// | store unavailable | fails the attempt (retried later) |
+    ///
+    /// The claim's lease is the [`timeout`](Self::timeout) plus 5 s (the
+    /// handler never runs longer).
+    pub fn claim_on(
+        mut self,
+        store: Arc<dyn crate::dedup::DedupStore>,
+        retention: Duration,
+    ) -> Self {
+        self.claim_on = Some(ClaimOn { store, retention });
+        self
+    }
+
     fn finish(self, handle: Handle<T>) -> Worker<T> {
+        let handle = match self.claim_on {
+            Some(claim_on) => claimed(handle, claim_on, self.config.timeout),
+            None => handle,
+        };
         Worker {
             shared: Arc::new(Shared {
                 inbox: self.inbox,
@@ -534,6 +581,65 @@ impl<T: JobEvent, I: super::TransactionalInbox> WorkerBuilder<T, I> {
     }
 }
 
+/// `handle`, run only under a claim of the event's key on the dedup store
+/// (see [`WorkerBuilder::claim_on`]).
+fn claimed<T: Send + 'static>(handle: Handle<T>, on: ClaimOn, timeout: Duration) -> Handle<T> {
+    use crate::dedup::Claim;
+    let on = Arc::new(on);
+    Arc::new(move |job: Job<T>, token: ClaimToken| {
+        let (handle, on) = (Arc::clone(&handle), Arc::clone(&on));
+        Box::pin(async move {
+            let key = job.meta.key.clone();
+            let mine = ClaimToken::random();
+            let lease = timeout + CLAIM_LEASE_MARGIN;
+            let waited_enough = std::time::Instant::now() + timeout / 2;
+            loop {
+                match on.store.claim(&key, mine, lease).await {
+                    Ok(Claim::Claimed) => break,
+                    Ok(Claim::Completed) => {
+                        tracing::info!(
+                            "inbox event already processed by its inline run; completed without running the handler"
+                        );
+                        return Ok(Ran::Succeeded);
+                    }
+                    Ok(Claim::InFlight { retry_after }) => {
+                        if std::time::Instant::now() >= waited_enough {
+                            return Err(
+                                "the delivery's inline run still holds its claim".to_owned()
+                            );
+                        }
+                        tokio::time::sleep(retry_after.min(CLAIM_POLL)).await;
+                    }
+                    Err(error) => {
+                        return Err(format!(
+                            "the dedup store cannot claim the delivery: {error}"
+                        ));
+                    }
+                }
+            }
+            // Settled even when the handler panics; a timeout dropping this
+            // future leaves the claim to its lease.
+            let ran = AssertUnwindSafe(handle(job, token)).catch_unwind().await;
+            match ran {
+                Ok(Ok(ran)) => {
+                    if let Err(error) = on.store.complete(&key, mine, on.retention).await {
+                        tracing::error!(error = %error, "recording the delivery's success in the dedup store failed; its claim expires with its lease");
+                    }
+                    Ok(ran)
+                }
+                Ok(Err(error)) => {
+                    let _ = on.store.release(&key, mine).await;
+                    Err(error)
+                }
+                Err(panic) => {
+                    let _ = on.store.release(&key, mine).await;
+                    std::panic::resume_unwind(panic)
+                }
+            }
+        })
+    })
+}
+
 struct Shared<T> {
     inbox: Arc<dyn Inbox>,
     config: Config,
@@ -617,6 +723,7 @@ impl<T: JobEvent> Worker<T> {
             inbox,
             store: (),
             config: Self::defaults(),
+            claim_on: None,
             marker: PhantomData,
         }
     }
@@ -630,6 +737,7 @@ impl<T: JobEvent> Worker<T> {
             inbox: Arc::new(inbox.clone()),
             store: inbox,
             config: Self::defaults(),
+            claim_on: None,
             marker: PhantomData,
         }
     }

@@ -224,10 +224,13 @@ impl Receiver {
                     inner,
                     observer.clone(),
                 );
+                let handoff = (inner.budget.as_ref())
+                    .and_then(|b| b.prepare(&verified, &key, &body, inner.store_retry_after));
                 Ok(Admission {
                     claim: Some(claim),
                     delivery: Delivery::new(verified, Some(key), body),
                     observer: Some(observer),
+                    handoff,
                 })
             }
             Ok(Claim::InFlight { retry_after }) => Err(Rejection::InFlight {
@@ -299,6 +302,9 @@ pub struct Admission {
     /// The claim, when the delivery is deduplicated.
     pub claim: Option<ClaimGuard>,
     pub(super) observer: Option<Observer>,
+    /// The inbox event to hand over past the response budget, when the
+    /// receiver has one.
+    pub(super) handoff: Option<Box<super::budget::Prepared>>,
 }
 
 /// Where a delivery's handler outcome and store failures are reported.
@@ -333,6 +339,7 @@ impl Admission {
             delivery,
             claim: None,
             observer: None,
+            handoff: None,
         }
     }
 

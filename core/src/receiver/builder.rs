@@ -37,6 +37,10 @@ pub struct ReceiverBuilder {
     share_group: Option<u64>,
     /// Set by [`route_label`](ReceiverBuilder::route_label).
     route_label: Option<String>,
+    /// Set by [`allow_retention_below_retry_window`](ReceiverBuilder::allow_retention_below_retry_window).
+    short_retention: bool,
+    /// Set by [`response_budget`](ReceiverBuilder::response_budget), resolved at build.
+    budget: Option<super::ResponseBudget>,
 }
 
 impl fmt::Debug for ReceiverBuilder {
@@ -55,6 +59,8 @@ impl ReceiverBuilder {
             site,
             share_group: None,
             route_label: None,
+            short_retention: false,
+            budget: None,
             inner: Inner {
                 verifier,
                 store: None,
@@ -71,6 +77,7 @@ impl ReceiverBuilder {
                 on_reject: None,
                 clock: Arc::new(SystemTime::now),
                 inbox: None,
+                budget: None,
                 signals: Arc::new(Signals::new(DEFAULT_NAMESPACE)),
                 pending: Arc::default(),
             },
@@ -165,8 +172,24 @@ impl ReceiverBuilder {
     }
 
     /// How long a completed id is remembered (default 7 days).
+    ///
+    /// It must outlast the provider's retry window: a retry arriving after
+    /// its id was forgotten runs the handler again. A retention shorter than
+    /// the scheme's documented window plus a day
+    /// ([`registry::retention_floor`](crate::scheme::registry::retention_floor):
+    /// 4 days for Stripe) is refused when the receiver is built, unless
+    /// [`allow_retention_below_retry_window`](Self::allow_retention_below_retry_window).
     pub fn retention(mut self, retention: Duration) -> Self {
         self.inner.retention = retention;
+        self
+    }
+
+    /// Builds the receiver even when its [`retention`](Self::retention) is
+    /// shorter than its provider's retry window plus a margin. For tests,
+    /// and for deployments that know their provider retries for less than
+    /// documented (a late retry of a forgotten id runs the handler again).
+    pub fn allow_retention_below_retry_window(mut self) -> Self {
+        self.short_retention = true;
         self
     }
 
@@ -279,6 +302,27 @@ impl ReceiverBuilder {
         self
     }
 
+    /// A response budget (issue 34): the handler runs inline, and a delivery
+    /// whose handler has not answered by the provider's deadline minus a
+    /// margin is stored in the budget's inbox and answered `2xx`, the
+    /// handler running on; if it fails, or its process dies, a
+    /// [`Worker`](crate::inbox::Worker) built with
+    /// [`claim_on`](crate::inbox::WorkerBuilder::claim_on) this receiver's
+    /// dedup store runs it. The dedup claim decides who runs it, so it runs
+    /// to success once (see [`ResponseBudget`](super::ResponseBudget)).
+    ///
+    /// Needs a dedup store shared by the receiver and the workers, that
+    /// outlives the process (Redis, SQL; an explicit
+    /// [`store`](Self::store) — the default in-process store is refused,
+    /// since a dead process would take its claims with it), and no
+    /// [`inbox`](Self::inbox) mode. Call the handler through
+    /// [`Receiver::process_within_budget`](super::Receiver::process_within_budget)
+    /// or [`Admission::run_within_budget`](super::Admission::run_within_budget).
+    pub fn response_budget(mut self, budget: super::ResponseBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     /// The status answered once a delivery is stored in the inbox (default
     /// `202 Accepted`). Needs [`inbox`](Self::inbox), called before or after.
     pub fn inbox_status(mut self, status: http::StatusCode) -> Self {
@@ -300,8 +344,59 @@ impl ReceiverBuilder {
     /// When [`inbox_status`](Self::inbox_status) or
     /// [`inbox_keep_headers`](Self::inbox_keep_headers) was set without an
     /// [`inbox`](Self::inbox): a configuration that would silently do
-    /// nothing.
-    pub fn build(mut self) -> Receiver {
+    /// nothing; and on every error of [`try_build`](Self::try_build).
+    #[track_caller]
+    pub fn build(self) -> Receiver {
+        match self.try_build() {
+            Ok(receiver) => receiver,
+            Err(error) => panic!("ReceiverBuilder: {error}"),
+        }
+    }
+
+    /// The pipeline, or why this configuration must not run.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use webhooks_core::{ConfigError, Receiver, scheme::Stripe};
+    ///
+    /// let stripe = Stripe::new("whsec_test_secret")?;
+    /// // Stripe retries for 3 days: a day of dedup memory would run a late retry again.
+    /// let short = Receiver::builder(stripe.clone()).retention(Duration::from_secs(86_400));
+    /// assert!(matches!(short.try_build(), Err(ConfigError::RetentionBelowRetryWindow { .. })));
+    /// let known = Receiver::builder(stripe)
+    ///     .retention(Duration::from_secs(86_400))
+    ///     .allow_retention_below_retry_window();
+    /// assert!(known.try_build().is_ok());
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::RetentionBelowRetryWindow`](crate::ConfigError::RetentionBelowRetryWindow) when the dedup
+    /// [`retention`](Self::retention) is shorter than the scheme's
+    /// [`retention_floor`](crate::scheme::registry::retention_floor),
+    /// without [`allow_retention_below_retry_window`](Self::allow_retention_below_retry_window).
+    ///
+    /// # Panics
+    ///
+    /// As [`build`](Self::build), for an inbox setting without an inbox.
+    pub fn try_build(mut self) -> Result<Receiver, crate::ConfigError> {
+        let scheme = self.inner.verifier.scheme();
+        // The dedup store's retention (in inbox mode the inbox keeps the
+        // completed events: its own retention, checked where it is set).
+        let deduplicated =
+            self.inner.inbox.is_none() && (self.inner.store.is_some() || self.default_store);
+        if deduplicated
+            && !self.short_retention
+            && let Some(floor) = crate::scheme::registry::retention_floor(scheme)
+            && self.inner.retention < floor
+        {
+            return Err(crate::ConfigError::RetentionBelowRetryWindow {
+                scheme,
+                retention_secs: self.inner.retention.as_secs(),
+                floor_secs: floor.as_secs(),
+            });
+        }
         match &mut self.inner.inbox {
             Some(inbox) => self.inbox_settings.apply(inbox),
             None => assert!(
@@ -325,6 +420,19 @@ impl ReceiverBuilder {
             }
         }
         let route = self.route_label.as_deref().unwrap_or(&self.inner.namespace);
+        if let Some(budget) = self.budget.take() {
+            if self.inner.inbox.is_some() {
+                return Err(crate::ConfigError::Setting(
+                    "response_budget: not in inbox mode (there, no handler runs inline)",
+                ));
+            }
+            if self.default_store || self.inner.store.is_none() {
+                return Err(crate::ConfigError::Setting(
+                    "response_budget: needs a dedup store shared with the workers (ReceiverBuilder::store)",
+                ));
+            }
+            self.inner.budget = Some(budget.resolve(scheme, &self.inner.namespace)?);
+        }
         if let Some(store) = &self.inner.store {
             let scheme = self.inner.verifier.scheme();
             if let Some(other) = note_store_user(store, &self.inner.namespace, scheme, route) {
@@ -341,9 +449,9 @@ impl ReceiverBuilder {
             }
         }
         self.inner.signals = Arc::new(Signals::new(route));
-        Receiver {
+        Ok(Receiver {
             inner: Arc::new(self.inner),
-        }
+        })
     }
 }
 

@@ -66,6 +66,7 @@
 //   process still retries.
 // The store keys are derived in `crate::key`, shared with the inbox.
 mod admission;
+mod budget;
 mod builder;
 mod detached;
 mod pending;
@@ -89,6 +90,7 @@ use crate::signals::Signals;
 use crate::{Rejection, RequestHead, RequestVerifier, Verified};
 
 pub use self::admission::Admission;
+pub use self::budget::{DEFAULT_BUDGET_MARGIN, ResponseBudget};
 pub use self::builder::ReceiverBuilder;
 pub use self::settlement::ClaimGuard;
 pub use crate::key::{MAX_STORE_KEY_LEN, REPLAY_NAMESPACE};
@@ -156,6 +158,8 @@ struct Inner {
     on_reject: Option<RejectFn>,
     clock: Clock,
     inbox: Option<crate::inbox::accept::InboxAccept>,
+    /// The response budget's inbox and duration.
+    budget: Option<self::budget::Handoff>,
     signals: Arc<Signals>,
     /// Completions this process retries in the background.
     pending: Arc<PendingCompletions>,
@@ -248,6 +252,13 @@ impl Receiver {
     #[must_use]
     pub fn has_inbox(&self) -> bool {
         self.inner.inbox.is_some()
+    }
+
+    /// The [response budget](ReceiverBuilder::response_budget): how long a
+    /// handler runs inline before its delivery is handed to the inbox.
+    #[must_use]
+    pub fn response_budget(&self) -> Option<Duration> {
+        self.inner.budget.as_ref().map(|b| b.budget)
     }
 
     /// How long reading the body may take.

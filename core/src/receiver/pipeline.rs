@@ -57,6 +57,43 @@ impl Receiver {
         }))
     }
 
+    /// [`process`](Self::process) under the
+    /// [response budget](super::ReceiverBuilder::response_budget): the
+    /// handler runs inline, and past the budget the delivery is stored in
+    /// the budget's inbox and answered [`Rejection::Stored`] while the
+    /// handler runs on (see [`Admission::run_within_budget`]). Without a
+    /// budget it is `process` (with `Send + 'static` bounds).
+    ///
+    /// # Errors
+    ///
+    /// As [`process`](Self::process); [`Rejection::Stored`] past the budget.
+    ///
+    /// [`Admission::run_within_budget`]: super::Admission::run_within_budget
+    pub fn process_within_budget<R, F, Fut, T, S>(
+        &self,
+        request: R,
+        body: Bytes,
+        handler: F,
+        status_of: S,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        R: Incoming,
+        F: FnOnce(R, Delivery) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+        S: FnOnce(&T) -> u16 + Send + 'static,
+    {
+        self.traced(Box::pin(async move {
+            self.inner
+                .signals
+                .body_read(self.inner.verifier.scheme(), body.len());
+            let admission = self.admit(request.head(), body).await?;
+            admission
+                .run_within_budget(|delivery| handler(request, delivery), status_of)
+                .await
+        }))
+    }
+
     /// The whole pipeline from the request head on, as the adapters call it:
     /// [`check_head`](Self::check_head), then the body read that
     /// `read_body` starts (the adapter's read, stopping at
@@ -159,6 +196,118 @@ impl Receiver {
             admission
                 .run(|delivery| handler(request, delivery), status_of)
                 .await
+        }
+    }
+
+    /// [`receive`](Self::receive) under the
+    /// [response budget](super::ReceiverBuilder::response_budget), as the
+    /// adapters call it for a receiver that has one
+    /// ([`response_budget`](Self::response_budget)): the handler runs
+    /// inline, and past the budget the delivery is stored in the budget's
+    /// inbox and answered [`Rejection::Stored`] while the handler runs on
+    /// (see [`Admission::run_within_budget`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`receive`](Self::receive); [`Rejection::Stored`] past the budget.
+    ///
+    /// [`Admission::run_within_budget`]: super::Admission::run_within_budget
+    pub fn receive_within_budget<R, Read, B, F, Fut, T, S>(
+        &self,
+        request: R,
+        read_body: Read,
+        handler: F,
+        status_of: S,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        R: Incoming,
+        Read: FnOnce() -> B,
+        B: Future<Output = Result<Bytes, Rejection>>,
+        F: FnOnce(R, Delivery) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+        S: FnOnce(&T) -> u16 + Send + 'static,
+    {
+        self.traced(Box::pin(async move {
+            let admission = self.admit_read(&request, read_body).await?;
+            admission
+                .run_within_budget(|delivery| handler(request, delivery), status_of)
+                .await
+        }))
+    }
+
+    /// [`receive_within_budget`](Self::receive_within_budget) for handlers
+    /// whose future or output is not `Send` (actix-web's): past the budget
+    /// the handler runs on in the current thread's
+    /// [`LocalSet`](tokio::task::LocalSet) (see
+    /// [`Admission::run_within_budget_local`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`receive_within_budget`](Self::receive_within_budget).
+    ///
+    /// [`Admission::run_within_budget_local`]: super::Admission::run_within_budget_local
+    pub fn receive_within_budget_local<R, Read, B, F, Fut, T, S>(
+        &self,
+        request: R,
+        read_body: Read,
+        handler: F,
+        status_of: S,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        R: Incoming,
+        Read: FnOnce() -> B,
+        B: Future<Output = Result<Bytes, Rejection>>,
+        F: FnOnce(R, Delivery) -> Fut,
+        Fut: Future<Output = T> + 'static,
+        T: 'static,
+        S: FnOnce(&T) -> u16 + 'static,
+    {
+        self.traced(Box::pin(async move {
+            let admission = self.admit_read(&request, read_body).await?;
+            admission
+                .run_within_budget_local(|delivery| handler(request, delivery), status_of)
+                .await
+        }))
+    }
+
+    /// What [`receive`](Self::receive) does up to the handler: the head's
+    /// checks, the body's read under its timeout, the verification and the
+    /// claim.
+    async fn admit_read<R, Read, B>(
+        &self,
+        request: &R,
+        read_body: Read,
+    ) -> Result<super::Admission, Rejection>
+    where
+        R: Incoming,
+        Read: FnOnce() -> B,
+        B: Future<Output = Result<Bytes, Rejection>>,
+    {
+        let waiting = {
+            let head = request.head();
+            self.check_head(head.headers)?;
+            let headers = ReadOnce::new(head.headers, self.inner.verifier.head_names());
+            let head = RequestHead {
+                headers: &headers,
+                ..head
+            };
+            let (body, waited) = {
+                let read = std::pin::pin!(read_body());
+                self.read_checked(read, Some(head)).await?
+            };
+            let len = body.len();
+            let step = self.admit_ready(head, body);
+            self.count_body_read(head, &step, waited, len)?;
+            match step {
+                Ok(Step::Done(admitted)) => return admitted,
+                Ok(Step::Wait(admitting)) => Ok(admitting),
+                Err(body) => Err(body),
+            }
+        };
+        match waiting {
+            Ok(admitting) => admitting.await,
+            Err(body) => self.admit(request.head(), body).await,
         }
     }
 

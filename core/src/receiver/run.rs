@@ -37,6 +37,7 @@ impl Admission {
             delivery,
             claim,
             observer,
+            handoff: _,
         } = self;
         let handler_started = Instant::now();
         // Called here, not in the future below: neither the handler nor the
@@ -59,7 +60,7 @@ impl Admission {
     /// What [`run`](Self::run) does once the handler's future answered:
     /// signals, span fields and the log line, then the settlement to await,
     /// if any (a release, or a completion the store cannot answer at once).
-    fn handled<T>(
+    pub(super) fn handled<T>(
         claim: Option<ClaimGuard>,
         observer: Option<&Observer>,
         handler_started: Instant,
@@ -122,7 +123,7 @@ impl Admission {
 }
 
 /// A claim's release or completion under way.
-type Settling = Pin<Box<dyn Future<Output = bool> + Send>>;
+pub(super) type Settling = Pin<Box<dyn Future<Output = bool> + Send>>;
 
 pin_project_lite::pin_project! {
     /// The future of [`Admission::run`]: the handler's, then the settlement.

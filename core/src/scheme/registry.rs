@@ -86,6 +86,15 @@ pub struct SchemeInfo {
     pub default_tolerance: Option<Duration>,
     /// The webhooks-core feature the scheme needs, when it is optional.
     pub feature: Option<&'static str>,
+    /// How long the provider documents retrying a delivery that was not
+    /// answered `2xx` (`Some(ZERO)`: it documents no automatic retry;
+    /// `None`: it documents none we found). A dedup or inbox retention must
+    /// outlast it: see [`retention_floor`] and the table in `docs/schemes.md`
+    /// (with the sources).
+    pub retry_window: Option<Duration>,
+    /// How long the provider documents waiting for the answer before it
+    /// counts the attempt as failed (and retries), when documented.
+    pub response_deadline: Option<Duration>,
 }
 
 impl SchemeInfo {
@@ -98,6 +107,9 @@ impl SchemeInfo {
         !missing
     }
 }
+
+const HOUR: u64 = 3_600;
+const DAY: u64 = 24 * HOUR;
 
 const JSON: &str = "application/json";
 const FORM: &str = "application/x-www-form-urlencoded";
@@ -116,6 +128,8 @@ const fn info(name: &'static str, provider: &'static str, key_format: &'static s
         content_type: JSON,
         default_tolerance: None,
         feature: None,
+        retry_window: None,
+        response_deadline: None,
     }
 }
 
@@ -146,6 +160,18 @@ impl SchemeInfo {
         self
     }
 
+    /// The documented retry window.
+    const fn retries_for(mut self, window: Duration) -> Self {
+        self.retry_window = Some(window);
+        self
+    }
+
+    /// The documented response deadline.
+    const fn answer_within(mut self, deadline: Duration) -> Self {
+        self.response_deadline = Some(deadline);
+        self
+    }
+
     const fn key_pair(mut self, feature: &'static str) -> Self {
         self.key = KeyKind::KeyPair;
         self.feature = Some(feature);
@@ -163,23 +189,36 @@ pub const SCHEMES: &[SchemeInfo] = &[
         "whsec_ + base64",
     )
     .header("webhook-signature")
-    .timestamped(DEFAULT_TOLERANCE),
+    .timestamped(DEFAULT_TOLERANCE)
+    // Svix's schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (27 h 35 min).
+    .retries_for(Duration::from_secs(27 * HOUR + 35 * 60 + 5))
+    .answer_within(Duration::from_secs(15)),
     info("stripe", "Stripe", "endpoint secret, whsec_…")
         .header("stripe-signature")
-        .timestamped(DEFAULT_TOLERANCE),
-    info("github", "GitHub", "webhook secret, any string").header("x-hub-signature-256"),
+        .timestamped(DEFAULT_TOLERANCE)
+        .retries_for(Duration::from_secs(3 * DAY)),
+    info("github", "GitHub", "webhook secret, any string")
+        .header("x-hub-signature-256")
+        .retries_for(Duration::ZERO)
+        .answer_within(Duration::from_secs(10)),
     info("slack", "Slack", "signing secret")
         .header("x-slack-signature")
         .timestamped(DEFAULT_TOLERANCE)
-        .form(),
-    info("shopify", "Shopify", "app client secret").header("x-shopify-hmac-sha256"),
+        .form()
+        .answer_within(Duration::from_secs(3)),
+    info("shopify", "Shopify", "app client secret")
+        .header("x-shopify-hmac-sha256")
+        .retries_for(Duration::from_secs(4 * HOUR))
+        .answer_within(Duration::from_secs(5)),
     info("twilio", "Twilio", "auth token")
         .header("x-twilio-signature")
         .url()
         .form(),
     info("square", "Square", "signature key")
         .header("x-square-hmacsha256-signature")
-        .url(),
+        .url()
+        .retries_for(Duration::from_secs(3 * DAY))
+        .answer_within(Duration::from_secs(10)),
     info(
         "mandrill",
         "Mandrill (Mailchimp Transactional)",
@@ -231,14 +270,17 @@ pub const SCHEMES: &[SchemeInfo] = &[
     .key_pair("sendgrid"),
     info("mailgun", "Mailgun", "HTTP webhook signing key")
         .timestamped(DEFAULT_TOLERANCE)
-        .unsigned_body(),
+        .unsigned_body()
+        .retries_for(Duration::from_secs(8 * HOUR)),
     info(
         "postmark",
         "Postmark",
         "basic auth credential, user:password",
     )
     .header("authorization")
-    .unsigned_body(),
+    .unsigned_body()
+    // Inbound: 10 retries over about 10.5 hours.
+    .retries_for(Duration::from_secs(10 * HOUR + 30 * 60)),
 ];
 
 /// Amazon SNS (and SES, Amazon's other services, through it): [`signer`]
@@ -316,6 +358,45 @@ pub fn find(name: &str) -> Result<&'static SchemeInfo, RegistryError> {
                 .collect::<Vec<_>>()
                 .join(", "),
         })
+}
+
+/// What a retention must keep beyond a provider's retry window: a day (a
+/// retry is sent at the end of the window, then queued, delayed or replayed
+/// by hand around it).
+pub const RETRY_WINDOW_MARGIN: Duration = Duration::from_secs(DAY);
+
+/// The shortest retention (of the dedup store's completed ids, or of the
+/// inbox's completed events) under which a late retry of `scheme`'s
+/// provider would be taken for a new delivery and run again: its
+/// documented [`retry_window`](SchemeInfo::retry_window) plus
+/// [`RETRY_WINDOW_MARGIN`]. `None` for a scheme this registry does not know
+/// or whose provider documents no retry window.
+///
+/// ```
+/// use std::time::Duration;
+/// use webhooks_core::scheme::registry::retention_floor;
+///
+/// // Stripe retries for 3 days: a retention under 4 days forgets too soon.
+/// assert_eq!(retention_floor("stripe"), Some(Duration::from_secs(4 * 86_400)));
+/// assert_eq!(retention_floor("not-a-scheme"), None);
+/// ```
+#[must_use]
+pub fn retention_floor(scheme: &str) -> Option<Duration> {
+    let window = find(scheme).ok()?.retry_window?;
+    Some(window + RETRY_WINDOW_MARGIN)
+}
+
+/// The longest [`retention_floor`] of every known scheme: what an inbox
+/// that may hold any provider's deliveries (its purge does not tell schemes
+/// apart) must keep its completed events for.
+#[must_use]
+pub fn longest_retention_floor() -> Duration {
+    SCHEMES
+        .iter()
+        .filter_map(|s| s.retry_window)
+        .max()
+        .unwrap_or(Duration::ZERO)
+        + RETRY_WINDOW_MARGIN
 }
 
 /// What [`verifier`] and [`signer`] configure besides the keys.

@@ -72,7 +72,12 @@ async fn receiver(config: Config, namespace: &str) -> Option<Receiver> {
         Config::Redis => {
             let url = env_or("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379");
             let store = RedisStore::connect(&url).await.expect("redis");
-            builder.store(store).retention(SHARED_RETENTION).build()
+            builder
+                .store(store)
+                .retention(SHARED_RETENTION)
+                // A benchmark's ids never come back: short on purpose.
+                .allow_retention_below_retry_window()
+                .build()
         }
         Config::Postgres => {
             let url = env_or(
@@ -88,7 +93,12 @@ async fn receiver(config: Config, namespace: &str) -> Option<Receiver> {
                 .await
                 .expect("postgres");
             store.migrate().await.expect("migrate");
-            builder.store(store).retention(SHARED_RETENTION).build()
+            builder
+                .store(store)
+                .retention(SHARED_RETENTION)
+                // A benchmark's ids never come back: short on purpose.
+                .allow_retention_below_retry_window()
+                .build()
         }
     })
 }

@@ -42,7 +42,9 @@ impl AdminConfig {
 
     /// The smallest `older_than` a purge accepts without `force=true`: your
     /// inbox's retention when it is not the default 7 days (the completed
-    /// events are its memory of processed deliveries).
+    /// events are its memory of processed deliveries). Never below
+    /// [`purge_floor`](crate::inbox::purge_floor): a shorter one is raised
+    /// to it.
     #[must_use]
     pub fn min_purge_age(mut self, age: Duration) -> Self {
         self.min_purge_age = age;
@@ -88,9 +90,12 @@ impl AdminConfig {
         self
     }
 
-    /// The smallest `older_than` a purge accepts without `force=true`.
+    /// The smallest `older_than` a purge accepts without `force=true`:
+    /// [`min_purge_age`](Self::min_purge_age), raised to
+    /// [`purge_floor`](crate::inbox::purge_floor) (the longest provider
+    /// retry window plus a day) when it is shorter.
     #[must_use]
     pub fn purge_minimum(&self) -> Duration {
-        self.min_purge_age
+        crate::inbox::purge_floor(self.min_purge_age)
     }
 }

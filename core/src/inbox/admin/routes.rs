@@ -137,13 +137,13 @@ pub(super) async fn route(
                 ));
             }
         };
-        let minimum = config.min_purge_age.as_secs();
+        let minimum = crate::inbox::purge_floor(config.min_purge_age).as_secs();
         if secs < minimum && !force {
             return Ok(AdminResponse::new(
                 StatusCode::BAD_REQUEST,
                 json!({
                     "error": format!(
-                        "older_than is below the minimum of {minimum} seconds: the completed events are the inbox's memory of processed deliveries (a sender's retry of a purged one runs again); add force=true to purge anyway"
+                        "older_than is below the minimum of {minimum} seconds (the inbox's retention, never under the longest provider retry window plus a day): the completed events are the inbox's memory of processed deliveries (a sender's retry of a purged one runs again); add force=true to purge anyway"
                     ),
                     "min_older_than": minimum,
                 }),

@@ -239,19 +239,36 @@ async fn purges_below_the_minimum_need_force() {
         (StatusCode::OK, &json!(0))
     );
 
-    // A configured minimum replaces the retention.
-    let short = AdminConfig::new().min_purge_age(Duration::from_secs(1));
+    // A configured minimum replaces the retention, above the providers'
+    // retry windows (issue 34: Stripe retries for 3 days, plus a day)…
+    let long = AdminConfig::new().min_purge_age(Duration::from_secs(14 * 86_400));
     let refused = call(
         &inbox,
-        &short,
+        &long,
         ops(),
         Method::POST,
-        "/purge?older_than=0",
+        "/purge?older_than=604800",
         &[JSON],
     )
     .await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
-    assert_eq!(refused.body["min_older_than"], 1);
+    assert_eq!(refused.body["min_older_than"], 14 * 86_400);
+    // …never below them: a shorter one is raised to the floor.
+    let short = AdminConfig::new().min_purge_age(Duration::from_secs(1));
+    for older_than in [0, 86_400, 4 * 86_400 - 1] {
+        let refused = call(
+            &inbox,
+            &short,
+            ops(),
+            Method::POST,
+            &format!("/purge?older_than={older_than}"),
+            &[JSON],
+        )
+        .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{older_than}");
+        assert_eq!(refused.body["min_older_than"], 4 * 86_400);
+    }
+    assert_eq!(inbox.stats().await.unwrap().completed, 1, "nothing purged");
 
     let forced = call(
         &inbox,
