@@ -12,7 +12,14 @@ use crate::error::Failure;
 pub(crate) struct SecretArgs {
     /// The secret (or key) itself. Prefer --secret-file or WEBHOOKS_SECRET:
     /// a command line is visible to other users of the machine.
-    #[arg(long, env = "WEBHOOKS_SECRET", hide_env_values = true)]
+    // A PEM key starts with dashes: taken as the value, not as a flag (and
+    // never echoed back in clap's "unexpected argument" error).
+    #[arg(
+        long,
+        env = "WEBHOOKS_SECRET",
+        hide_env_values = true,
+        allow_hyphen_values = true
+    )]
     pub(crate) secret: Vec<String>,
     /// A file holding the secret (one per line; surrounding whitespace
     /// ignored), or a PEM key.

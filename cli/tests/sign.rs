@@ -102,6 +102,54 @@ fn fails_with(args: &[&str], reason: &str) {
 }
 
 #[test]
+fn sns_keys_are_taken_whole_and_never_echoed() {
+    // A PEM key on the command line starts with dashes: a value, not a flag.
+    let bad = "-----BEGIN PRIVATE KEY-----\nSECRETMARKERAAAA\n-----END PRIVATE KEY-----";
+    let (code, stdout, stderr) = text(&run(&["sign", "sns", "--secret", bad]));
+    assert_eq!(code, 2, "{stdout} {stderr}");
+    assert!(stderr.contains("PKCS#8 RSA"), "{stderr}");
+    assert!(!stderr.contains("SECRETMARKER") && !stdout.contains("SECRETMARKER"));
+    // A PEM file is one key, not one per line.
+    let key = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/sns/test-key.pem");
+    let (code, report) = run_json(&[
+        "sign",
+        "sns",
+        "--secret-file",
+        key,
+        "--topic-arn",
+        "arn:aws:sns:eu-west-1:1:orders",
+    ]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(
+        report["headers"]["x-amz-sns-topic-arn"],
+        "arn:aws:sns:eu-west-1:1:orders"
+    );
+    assert_eq!(
+        report["headers"]["content-type"],
+        "text/plain; charset=UTF-8"
+    );
+    // The options of SNS are refused elsewhere; verify and listen say why
+    // they do not check SNS.
+    fails_with(
+        &[
+            "sign",
+            "github",
+            "--secret",
+            "s",
+            "--topic-arn",
+            "arn:aws:sns:eu-west-1:1:t",
+        ],
+        "--certificate-url and --topic-arn are for sns, not github",
+    );
+    for args in [
+        &["verify", "sns", "--secret", "x", "request.http"][..],
+        &["listen", "sns", "--secret", "x"],
+    ] {
+        fails_with(args, "sns: verify and listen do not check SNS messages");
+    }
+}
+
+#[test]
 fn bad_input_is_one_line_and_exit_2() {
     fails_with(
         &["sign", "nosuchscheme", "--secret", "s"],

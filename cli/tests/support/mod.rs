@@ -135,7 +135,10 @@ fn receivers(addr: SocketAddr) -> Vec<(String, Receiver)> {
         .map(|s| {
             let receiver = match s.name {
                 "sns" => Receiver::builder(sns_verifier()).build(),
-                _ => Receiver::builder(verifier(s.name, &options)).build(),
+                _ => Receiver::builder(
+                    registry::verifier(s.name, &[verifying_key(s.name)], &options).unwrap(),
+                )
+                .build(),
             };
             (format!("/{}", s.name), receiver)
         })
