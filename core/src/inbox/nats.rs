@@ -1,0 +1,1302 @@
+//! The NATS JetStream [`Inbox`](super::Inbox): deliveries handed to a
+//! stream, worked from a durable pull consumer.
+//!
+//! | what | where |
+//! |---|---|
+//! | deliveries | stream `<S>` (work-queue retention, file storage), subject `<S>.in.<scheme>.<event type>`, `Nats-Msg-Id` = the inbox key |
+//! | the record of what was accepted | key-value bucket `<S>_KEYS` (one key per inbox key, kept for the retention) |
+//! | workers' leases | the durable pull consumer `workers` (explicit acks, `ack_wait` = the lease, unlimited redeliveries) |
+//! | dead letters | stream `<S>_DEAD`, subject `<S>_DEAD.<key digest>`, one message per key |
+//! | completions | stream `<S>_DONE`, subject `<S>_DONE.<key digest>`, one message per key, kept for the retention |
+//! | activity | stream `<S>_ACT`, subjects `<S>_ACT.<minute>.<a|c|f>`, kept two hours |
+//! | the pause flag | key-value bucket `<S>_CTL`, key `paused` |
+//!
+//! **Accept.** A delivery is answered only once the stream's publish
+//! acknowledgement arrived (and the accepted-key record was written): a
+//! publish error or timeout is an [`InboxError`], so the pipeline answers
+//! `503` and nothing acknowledged is lost. A publish the stream recognises
+//! as a duplicate (same `Nats-Msg-Id` within the stream's duplicate window)
+//! is a [`Duplicate`](super::Accepted::Duplicate); past the window the
+//! `<S>_KEYS` record answers it, for as long as the retention.
+//!
+//! **Leases** are the consumer's: a lease is a fetch, [`extend`](super::Inbox::extend)
+//! an in-progress acknowledgement, [`complete`](super::Inbox::complete) an
+//! acknowledgement the server confirms (a double ack), [`retry`](super::Inbox::retry)
+//! a negative acknowledgement with the backoff's delay,
+//! [`dead_letter`](super::Inbox::dead_letter) a publish to `<S>_DEAD` then a
+//! terminate. The message handles live in the process that leased them: a
+//! token this process does not hold (another process's lease, a restart, a
+//! lease past its end) is [`Stale`](super::Transition::Stale).
+//!
+//! See `docs/inbox.md` (JetStream) for the message format other languages
+//! consume, and for what the engine cannot answer the way the databases do.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::message::StreamMessage;
+use async_nats::jetstream::{self, AckKind, Context, consumer, kv, stream};
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use sha2::{Digest as _, Sha256};
+
+use super::{
+    Accepted, Activity, ClaimToken, DeadLetter, DeadLetterCursor, DeadLetterFilter, DeadLetterPage,
+    Delivery, DeliveryCursor, DeliveryFilter, DeliveryOrder, DeliveryPage, DeliveryState,
+    EXPIRED_ON_LAST_ATTEMPT, EventMeta, InboxError, InboxStats, LeasedEvent, NewEvent, OpenError,
+    Transition, to_ms,
+};
+use crate::ConfigError;
+
+/// The header holding a delivery's metadata (JSON, ASCII only).
+pub const META_HEADER: &str = "Webhooks-Meta";
+/// The header of a dead letter holding its attempts, last error and time (JSON, ASCII only).
+pub const DEAD_HEADER: &str = "Webhooks-Dead";
+/// The durable pull consumer's name.
+pub const CONSUMER: &str = "workers";
+/// The most messages a listing of dead letters or completions reads.
+pub const LISTING_SCAN_BUDGET: u64 = 10_000;
+
+/// The metadata kept with a delivery, as the `Webhooks-Meta` header carries it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Meta {
+    key: String,
+    scheme: String,
+    #[serde(default)]
+    delivery_id: Option<String>,
+    #[serde(default)]
+    event_type: Option<String>,
+    #[serde(default)]
+    matched_key: String,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    signed_at: Option<u64>,
+    received_at_ms: i64,
+}
+
+/// What a dead letter adds, as the `Webhooks-Dead` header carries it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Dead {
+    attempts: u32,
+    #[serde(default)]
+    last_error: Option<String>,
+    dead_at_ms: i64,
+}
+
+/// A message this process leased.
+struct Held {
+    token: ClaimToken,
+    message: Arc<jetstream::Message>,
+    /// When the lease ends at the latest, by this process's clock (from the
+    /// fetch's start: never later than the server's own deadline).
+    until: Instant,
+    attempt: u32,
+    meta: Arc<Meta>,
+    body: Bytes,
+}
+
+struct Shared {
+    context: Context,
+    name: String,
+    main: stream::Stream,
+    dead: stream::Stream,
+    done: stream::Stream,
+    activity: stream::Stream,
+    keys: kv::Store,
+    control: kv::Store,
+    consumer: Mutex<consumer::PullConsumer>,
+    consumer_config: consumer::pull::Config,
+    /// The consumer's `ack_wait`, in milliseconds.
+    ack_wait_ms: AtomicU64,
+    held: Mutex<HashMap<String, Held>>,
+    timeout: Duration,
+}
+
+/// The durable inbox on NATS JetStream (feature `nats`).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), webhooks_core::inbox::OpenError> {
+/// use std::time::Duration;
+/// use webhooks_core::inbox::JetStreamInbox;
+///
+/// let inbox = JetStreamInbox::builder("nats://127.0.0.1:4222")
+///     .stream("ORDERS")
+///     .replicas(3)
+///     .duplicate_window(Duration::from_secs(3600))
+///     .connect()
+///     .await?;
+/// # let _ = inbox; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct JetStreamInbox {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for JetStreamInbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JetStreamInbox")
+            .field("stream", &self.shared.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Settings of a [`JetStreamInbox`], from [`JetStreamInbox::builder`].
+#[derive(Clone)]
+pub struct JetStreamInboxBuilder {
+    url: String,
+    stream: String,
+    replicas: usize,
+    duplicate_window: Duration,
+    retention: Duration,
+    lease: Duration,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+}
+
+impl fmt::Debug for JetStreamInboxBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the URL: it may hold a password or token.
+        f.debug_struct("JetStreamInboxBuilder")
+            .field("stream", &self.stream)
+            .field("replicas", &self.replicas)
+            .field("duplicate_window", &self.duplicate_window)
+            .field("retention", &self.retention)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JetStreamInboxBuilder {
+    /// The stream's name (`[A-Za-z0-9_-]`, at most 32 characters; default
+    /// `WEBHOOKS`). The other streams and buckets are named after it.
+    #[must_use]
+    pub fn stream(mut self, name: impl Into<String>) -> Self {
+        self.stream = name.into();
+        self
+    }
+
+    /// Copies of every stream and bucket (1 to 5; default 1). Use 3 on a
+    /// JetStream cluster.
+    #[must_use]
+    pub fn replicas(mut self, replicas: usize) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// The stream's duplicate window (default 2 minutes, the server's): a
+    /// publish with the same `Nats-Msg-Id` within it is recognised by the
+    /// server. Past it, the accepted-key record (`<S>_KEYS`) answers.
+    #[must_use]
+    pub fn duplicate_window(mut self, window: Duration) -> Self {
+        self.duplicate_window = window;
+        self
+    }
+
+    /// How long accepted keys and completions are kept (default 7 days,
+    /// [`DEFAULT_RETENTION`](super::DEFAULT_RETENTION)): keep it above the
+    /// senders' retry window.
+    #[must_use]
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// The consumer's `ack_wait` when it is created (default 30 s). A lease
+    /// asked for with another duration updates it, for every worker.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How long connecting may take (default 5 s).
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one operation may take (default 5 s): past it, the
+    /// operation fails with [`InboxError::Timeout`] (`503` at accept).
+    #[must_use]
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// Connects, and creates the streams, buckets and consumer or checks
+    /// them (an existing stream keeps its settings).
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::Config`] for an invalid name or replica count;
+    /// [`OpenError::Store`] when the server cannot be reached or refuses.
+    pub async fn connect(self) -> Result<JetStreamInbox, OpenError> {
+        let name = self.stream.clone();
+        if name.is_empty()
+            || name.len() > 32
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(ConfigError::Invalid {
+                what: "JetStream inbox",
+                reason: "the stream name is 1 to 32 of A-Z, a-z, 0-9, `_` and `-`",
+            }
+            .into());
+        }
+        if !(1..=5).contains(&self.replicas) {
+            return Err(ConfigError::Invalid {
+                what: "JetStream inbox",
+                reason: "replicas is 1 to 5",
+            }
+            .into());
+        }
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(self.connect_timeout)
+            .request_timeout(Some(self.command_timeout))
+            .connect(self.url.as_str())
+            .await
+            .map_err(InboxError::unavailable)?;
+        let context = jetstream::new(client);
+        let timeout = self.command_timeout;
+        let setup = async {
+            let main = get_or_create(
+                &context,
+                stream::Config {
+                    name: name.clone(),
+                    subjects: vec![format!("{name}.in.>")],
+                    retention: stream::RetentionPolicy::WorkQueue,
+                    storage: stream::StorageType::File,
+                    num_replicas: self.replicas,
+                    duplicate_window: self.duplicate_window,
+                    ..stream::Config::default()
+                },
+            )
+            .await?;
+            let per_key = |suffix: &str, max_age: Duration| stream::Config {
+                name: format!("{name}_{suffix}"),
+                subjects: vec![format!("{name}_{suffix}.>")],
+                storage: stream::StorageType::File,
+                num_replicas: self.replicas,
+                max_messages_per_subject: 1,
+                max_age,
+                ..stream::Config::default()
+            };
+            let dead = get_or_create(&context, per_key("DEAD", Duration::ZERO)).await?;
+            let done = get_or_create(&context, per_key("DONE", self.retention)).await?;
+            let activity = get_or_create(
+                &context,
+                stream::Config {
+                    max_messages_per_subject: 0,
+                    ..per_key("ACT", super::activity::ACTIVITY_RETENTION)
+                },
+            )
+            .await?;
+            let bucket = |suffix: &str, max_age: Duration| kv::Config {
+                bucket: format!("{name}_{suffix}"),
+                history: 1,
+                max_age,
+                storage: stream::StorageType::File,
+                num_replicas: self.replicas,
+                ..kv::Config::default()
+            };
+            let keys = key_value(&context, bucket("KEYS", self.retention)).await?;
+            let control = key_value(&context, bucket("CTL", Duration::ZERO)).await?;
+            let consumer_config = consumer::pull::Config {
+                durable_name: Some(CONSUMER.to_owned()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: self.lease,
+                max_deliver: -1,
+                max_ack_pending: 10_000,
+                ..consumer::pull::Config::default()
+            };
+            let consumer = main
+                .get_or_create_consumer(CONSUMER, consumer_config.clone())
+                .await
+                .map_err(InboxError::unavailable)?;
+            let ack_wait = consumer.cached_info().config.ack_wait;
+            Ok::<_, InboxError>((
+                main,
+                dead,
+                done,
+                activity,
+                keys,
+                control,
+                consumer,
+                consumer_config,
+                ack_wait,
+            ))
+        };
+        let (main, dead, done, activity, keys, control, consumer, consumer_config, ack_wait) =
+            tokio::time::timeout(timeout.saturating_mul(4), setup)
+                .await
+                .map_err(|_| InboxError::Timeout)??;
+        Ok(JetStreamInbox {
+            shared: Arc::new(Shared {
+                context,
+                name,
+                main,
+                dead,
+                done,
+                activity,
+                keys,
+                control,
+                consumer: Mutex::new(consumer),
+                consumer_config,
+                ack_wait_ms: AtomicU64::new(ms_u64(ack_wait)),
+                held: Mutex::new(HashMap::new()),
+                timeout,
+            }),
+        })
+    }
+}
+
+async fn get_or_create(context: &Context, config: stream::Config) -> Result<stream::Stream, InboxError> {
+    let name = config.name.clone();
+    context
+        .get_or_create_stream(config)
+        .await
+        .map_err(InboxError::unavailable)?;
+    context.get_stream(name).await.map_err(InboxError::unavailable)
+}
+
+async fn key_value(context: &Context, config: kv::Config) -> Result<kv::Store, InboxError> {
+    match context.get_key_value(config.bucket.clone()).await {
+        Ok(store) => Ok(store),
+        Err(_) => context
+            .create_key_value(config)
+            .await
+            .map_err(InboxError::unavailable),
+    }
+}
+
+impl JetStreamInbox {
+    /// A builder for the server at `url` (`nats://host:port`, `tls://…`;
+    /// credentials as `nats://user:password@host` or `nats://token@host`).
+    #[must_use]
+    pub fn builder(url: &str) -> JetStreamInboxBuilder {
+        JetStreamInboxBuilder {
+            url: url.to_owned(),
+            stream: "WEBHOOKS".to_owned(),
+            replicas: 1,
+            duplicate_window: Duration::from_secs(120),
+            retention: super::DEFAULT_RETENTION,
+            lease: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// A builder from an inbox URL: `nats://host:port[/STREAM][?replicas=3&duplicate_window=1h]`
+    /// (the library's `retention` already taken out by [`inbox_from_url`](super::inbox_from_url)).
+    pub(crate) fn builder_from_url(url: &str) -> Result<JetStreamInboxBuilder, ConfigError> {
+        const WHAT: &str = "inbox URL";
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let (scheme, rest) = base.split_once("://").ok_or(ConfigError::Invalid {
+            what: WHAT,
+            reason: "a NATS inbox URL is nats://host:port[/STREAM]",
+        })?;
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let scheme = if scheme.eq_ignore_ascii_case("jetstream") {
+            "nats"
+        } else {
+            scheme
+        };
+        let mut builder = Self::builder(&format!("{scheme}://{authority}"));
+        if !path.is_empty() {
+            builder = builder.stream(path.trim_end_matches('/'));
+        }
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match name {
+                "replicas" => {
+                    builder.replicas = value.parse().map_err(|_| ConfigError::Invalid {
+                        what: WHAT,
+                        reason: "`replicas` is a number from 1 to 5",
+                    })?;
+                }
+                "duplicate_window" => {
+                    builder.duplicate_window = super::purge::parse_retention(value)
+                        .flatten()
+                        .ok_or(ConfigError::Invalid {
+                            what: WHAT,
+                            reason: "`duplicate_window` is a number with a unit (s, m, h, d)",
+                        })?;
+                }
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        what: WHAT,
+                        reason: "a NATS inbox URL takes `replicas`, `duplicate_window` and `retention`",
+                    });
+                }
+            }
+        }
+        Ok(builder)
+    }
+
+    /// Connects with the defaults (stream `WEBHOOKS`).
+    ///
+    /// # Errors
+    ///
+    /// As [`JetStreamInboxBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        Self::builder(url).connect().await
+    }
+
+    /// The stream's name.
+    #[must_use]
+    pub fn stream_name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Deletes every stream and bucket of this inbox (tests, teardown).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the server cannot answer.
+    pub async fn delete(&self) -> Result<(), InboxError> {
+        let s = &self.shared;
+        let _ = s.context.delete_stream(&s.name).await;
+        for suffix in ["DEAD", "DONE", "ACT"] {
+            let _ = s.context.delete_stream(format!("{}_{suffix}", s.name)).await;
+        }
+        for suffix in ["KEYS", "CTL"] {
+            let _ = s.context.delete_key_value(format!("{}_{suffix}", s.name)).await;
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// `future` within the command timeout, its error as [`InboxError::Unavailable`].
+    async fn timed<T, E, F>(&self, future: F) -> Result<T, InboxError>
+    where
+        F: IntoFuture<Output = Result<T, E>>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        match tokio::time::timeout(self.timeout, future.into_future()).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(InboxError::Unavailable(error.into())),
+            Err(_) => Err(InboxError::Timeout),
+        }
+    }
+
+    fn subject(&self, suffix: &str, key: &str) -> String {
+        format!("{}_{suffix}.{}", self.name, digest(key))
+    }
+
+    /// Counts one transition in this minute's activity subject (a plain
+    /// publish: counting never delays or fails an operation).
+    async fn count(&self, kind: &str) {
+        let minute = to_ms(SystemTime::now()) / 60_000;
+        let subject = format!("{}_ACT.{minute}.{kind}", self.name);
+        let _ = self
+            .context
+            .client()
+            .publish(subject, Bytes::new())
+            .await;
+    }
+
+    /// The lease `key` holds for `token`, if this process holds it and its
+    /// lease has not run out (then it is forgotten: the server redelivers it).
+    fn held(&self, key: &str, token: ClaimToken) -> Option<(Arc<jetstream::Message>, u32, Arc<Meta>, Bytes)> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = held.get(key)?;
+        if entry.token != token {
+            return None;
+        }
+        if Instant::now() >= entry.until {
+            held.remove(key);
+            return None;
+        }
+        Some((
+            Arc::clone(&entry.message),
+            entry.attempt,
+            Arc::clone(&entry.meta),
+            entry.body.clone(),
+        ))
+    }
+
+    fn forget(&self, key: &str, token: ClaimToken) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.get(key).is_some_and(|h| h.token == token) {
+            held.remove(key);
+        }
+    }
+
+    /// Publishes the dead letter of `meta`/`body` (idempotent per stream
+    /// sequence), then terminates the message.
+    async fn bury(
+        &self,
+        message: &jetstream::Message,
+        meta: &Meta,
+        body: Bytes,
+        attempts: u32,
+        error: &str,
+    ) -> Result<(), InboxError> {
+        let info = message.info().map_err(InboxError::Unavailable)?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "Nats-Msg-Id",
+            format!("{}:{}", digest(&meta.key), info.stream_sequence).as_str(),
+        );
+        headers.insert(META_HEADER, ascii_json(meta).as_str());
+        let dead = Dead {
+            attempts,
+            last_error: Some(super::truncate_error(error).to_owned()),
+            dead_at_ms: to_ms(SystemTime::now()),
+        };
+        headers.insert(DEAD_HEADER, ascii_json(&dead).as_str());
+        let subject = self.subject("DEAD", &meta.key);
+        let ack = self
+            .timed(self.context.publish_with_headers(subject, headers, body))
+            .await?;
+        self.timed(ack).await?;
+        self.timed(message.ack_with(AckKind::Term)).await?;
+        self.count("f").await;
+        Ok(())
+    }
+
+    async fn consumer(&self, lease: Duration) -> Result<consumer::PullConsumer, InboxError> {
+        let wanted = ms_u64(lease);
+        if self.ack_wait_ms.load(Ordering::Relaxed) != wanted {
+            let config = consumer::pull::Config {
+                ack_wait: lease,
+                ..self.consumer_config.clone()
+            };
+            let updated = self.timed(self.main.create_consumer(config)).await?;
+            self.ack_wait_ms.store(wanted, Ordering::Relaxed);
+            *self.consumer.lock().unwrap_or_else(|e| e.into_inner()) = updated;
+        }
+        Ok(self.consumer.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    async fn is_paused(&self) -> Result<bool, InboxError> {
+        let value = self.timed(self.control.get("paused")).await?;
+        Ok(value.is_some_and(|v| v.as_ref() == b"1"))
+    }
+
+    /// Every message of `stream` (at most [`LISTING_SCAN_BUDGET`]), oldest first.
+    async fn scan(
+        &self,
+        stream: &stream::Stream,
+        suffix: &str,
+    ) -> Result<Vec<StreamMessage>, InboxError> {
+        let subject = format!("{}_{suffix}.>", self.name);
+        let mut out = Vec::new();
+        let mut sequence = 1;
+        while (out.len() as u64) < LISTING_SCAN_BUDGET {
+            let next = stream
+                .raw_message_builder()
+                .next_by_subject(subject.clone())
+                .sequence(sequence)
+                .send();
+            match tokio::time::timeout(self.timeout, next).await {
+                Ok(Ok(message)) => {
+                    sequence = message.sequence + 1;
+                    out.push(message);
+                }
+                Ok(Err(error))
+                    if matches!(
+                        error.kind(),
+                        stream::RawMessageErrorKind::NoMessageFound
+                    ) =>
+                {
+                    break;
+                }
+                Ok(Err(error)) => return Err(InboxError::unavailable(error)),
+                Err(_) => return Err(InboxError::Timeout),
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait::async_trait]
+impl super::Inbox for JetStreamInbox {
+    async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
+        let s = &self.shared;
+        let key = event.stored_key();
+        let record = digest(&key);
+        if s.timed(s.keys.get(record.clone())).await?.is_some() {
+            return Ok(Accepted::Duplicate);
+        }
+        let meta = Meta {
+            key: key.clone(),
+            scheme: event.scheme.clone(),
+            delivery_id: event.delivery_id.clone(),
+            event_type: event.event_type.clone(),
+            matched_key: event.matched_key.clone(),
+            headers: event.headers.clone(),
+            signed_at: event.signed_at,
+            received_at_ms: to_ms(SystemTime::now()),
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", key.as_str());
+        headers.insert(META_HEADER, ascii_json(&meta).as_str());
+        let subject = format!(
+            "{}.in.{}.{}",
+            s.name,
+            token(&event.scheme),
+            token(event.event_type.as_deref().unwrap_or(""))
+        );
+        let ack = s
+            .timed(s.context.publish_with_headers(subject, headers, event.body.clone()))
+            .await?;
+        let ack = s.timed(ack).await?;
+        // The record, so that a retry past the duplicate window is still a
+        // duplicate; written before the answer (a lost write answers 503
+        // and the sender's retry, a duplicate of the stream, writes it).
+        let value = Bytes::from(ack.sequence.to_string());
+        match s.timed(s.keys.create(record, value)).await {
+            Ok(_) => {}
+            Err(InboxError::Unavailable(error)) if error.to_string().contains("exist") => {}
+            Err(error) => return Err(error),
+        }
+        if ack.duplicate {
+            return Ok(Accepted::Duplicate);
+        }
+        s.count("a").await;
+        Ok(Accepted::Stored)
+    }
+
+    async fn lease(
+        &self,
+        token: ClaimToken,
+        batch: u32,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> Result<Vec<LeasedEvent>, InboxError> {
+        let s = &self.shared;
+        if batch == 0 || s.is_paused().await? {
+            return Ok(Vec::new());
+        }
+        let consumer = s.consumer(lease).await?;
+        let started = Instant::now();
+        let mut messages = s
+            .timed(
+                consumer
+                    .fetch()
+                    .max_messages(usize::try_from(batch).unwrap_or(usize::MAX))
+                    .messages(),
+            )
+            .await?;
+        let mut out = Vec::new();
+        while let Some(message) = tokio::time::timeout(s.timeout, messages.next())
+            .await
+            .map_err(|_| InboxError::Timeout)?
+        {
+            let message = message.map_err(InboxError::Unavailable)?;
+            let info = message.info().map_err(InboxError::Unavailable)?;
+            let attempt = u32::try_from(info.delivered).unwrap_or(u32::MAX);
+            let body = message.payload.clone();
+            let meta = match message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(META_HEADER))
+                .and_then(|v| serde_json::from_str::<Meta>(v.as_str()).ok())
+            {
+                Some(meta) => meta,
+                None => {
+                    // Not ours (published by something else): dead-letter it
+                    // under its sequence, so that it is seen, not looped on.
+                    let meta = Meta {
+                        key: format!("nats:{}:{}", s.name, info.stream_sequence),
+                        scheme: "unknown".to_owned(),
+                        delivery_id: None,
+                        event_type: None,
+                        matched_key: String::new(),
+                        headers: Vec::new(),
+                        signed_at: None,
+                        received_at_ms: to_ms(time_of(info.published.unix_timestamp_nanos())),
+                    };
+                    s.bury(&message, &meta, body, attempt, "no Webhooks-Meta header")
+                        .await?;
+                    continue;
+                }
+            };
+            if attempt > max_attempts {
+                // Its lease ran out on the last attempt: the worker crashed,
+                // was killed or stalled.
+                s.bury(&message, &meta, body, attempt - 1, EXPIRED_ON_LAST_ATTEMPT)
+                    .await?;
+                continue;
+            }
+            let meta = Arc::new(meta);
+            out.push(LeasedEvent {
+                meta: event_meta(&meta),
+                body: body.clone(),
+                attempt,
+                token,
+            });
+            let mut held = s.held.lock().unwrap_or_else(|e| e.into_inner());
+            held.insert(
+                meta.key.clone(),
+                Held {
+                    token,
+                    message: Arc::new(message),
+                    until: started + lease,
+                    attempt,
+                    meta,
+                    body,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    async fn extend(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<Transition, InboxError> {
+        let s = &self.shared;
+        let Some((message, ..)) = s.held(key, token) else {
+            return Ok(Transition::Stale);
+        };
+        let sent = Instant::now();
+        s.timed(message.ack_with(AckKind::Progress)).await?;
+        // The server restarts its `ack_wait` on receipt, after `sent`.
+        let ack_wait = Duration::from_millis(s.ack_wait_ms.load(Ordering::Relaxed));
+        let mut held = s.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = held.get_mut(key).filter(|h| h.token == token) {
+            entry.until = sent + ack_wait.min(lease.max(ack_wait));
+        }
+        Ok(Transition::Applied)
+    }
+
+    async fn complete(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
+        let s = &self.shared;
+        let Some((message, _, meta, _)) = s.held(key, token) else {
+            return Ok(Transition::Stale);
+        };
+        s.timed(message.double_ack()).await?;
+        s.forget(key, token);
+        // The completion's record (for stats, listings and `delivery_get`):
+        // the acknowledgement above is what counts; a lost record is a
+        // count short, never an event run twice.
+        let mut headers = HeaderMap::new();
+        headers.insert(META_HEADER, ascii_json(&*meta).as_str());
+        if let Ok(ack) = s
+            .timed(s.context.publish_with_headers(s.subject("DONE", key), headers, Bytes::new()))
+            .await
+        {
+            let _ = s.timed(ack).await;
+        }
+        s.count("c").await;
+        Ok(Transition::Applied)
+    }
+
+    async fn complete_many(
+        &self,
+        done: &[(&str, ClaimToken)],
+    ) -> Result<Vec<Transition>, InboxError> {
+        let all = futures_util::future::join_all(
+            done.iter().map(|(key, token)| self.complete(key, *token)),
+        )
+        .await;
+        all.into_iter().collect()
+    }
+
+    async fn retry(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        delay: Duration,
+        _error: &str,
+    ) -> Result<Transition, InboxError> {
+        let s = &self.shared;
+        let Some((message, ..)) = s.held(key, token) else {
+            return Ok(Transition::Stale);
+        };
+        let delay = (!delay.is_zero()).then_some(delay);
+        s.timed(message.ack_with(AckKind::Nak(delay))).await?;
+        s.forget(key, token);
+        s.count("f").await;
+        Ok(Transition::Applied)
+    }
+
+    async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
+        let s = &self.shared;
+        let Some((message, ..)) = s.held(key, token) else {
+            return Ok(Transition::Stale);
+        };
+        s.timed(message.ack_with(AckKind::Nak(None))).await?;
+        s.forget(key, token);
+        Ok(Transition::Applied)
+    }
+
+    async fn dead_letter(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        error: &str,
+    ) -> Result<Transition, InboxError> {
+        let s = &self.shared;
+        let Some((message, attempt, meta, body)) = s.held(key, token) else {
+            return Ok(Transition::Stale);
+        };
+        s.bury(&message, &meta, body, attempt, error).await?;
+        s.forget(key, token);
+        Ok(Transition::Applied)
+    }
+
+    async fn dead_letters(&self, filter: &DeadLetterFilter) -> Result<DeadLetterPage, InboxError> {
+        let s = &self.shared;
+        let messages = s.scan(&s.dead, "DEAD").await?;
+        let examined = messages.len() as u64;
+        let mut items: Vec<DeadLetter> = messages
+            .into_iter()
+            .filter_map(|m| dead_letter_of(&m, false))
+            .filter(|d| {
+                filter.scheme.as_ref().is_none_or(|x| *x == d.meta.scheme)
+                    && filter
+                        .event_type
+                        .as_ref()
+                        .is_none_or(|x| Some(x) == d.meta.event_type.as_ref())
+                    && filter.received_from.is_none_or(|t| d.meta.received_at >= t)
+                    && filter.received_until.is_none_or(|t| d.meta.received_at < t)
+            })
+            .collect();
+        items.sort_by(|a, b| {
+            (to_ms(a.meta.received_at), &a.meta.key).cmp(&(to_ms(b.meta.received_at), &b.meta.key))
+        });
+        if let Some(after) = &filter.after {
+            items.retain(|d| {
+                (to_ms(d.meta.received_at), &d.meta.key) > (after.received_at_ms, &after.key)
+            });
+        }
+        let size = filter.page_size() as usize;
+        let next = (items.len() > size).then(|| {
+            let last = &items[size - 1];
+            DeadLetterCursor {
+                received_at_ms: to_ms(last.meta.received_at),
+                key: last.meta.key.clone(),
+            }
+        });
+        items.truncate(size);
+        Ok(DeadLetterPage {
+            items,
+            next,
+            examined,
+        })
+    }
+
+    async fn dead_letter_get(&self, key: &str) -> Result<Option<DeadLetter>, InboxError> {
+        let s = &self.shared;
+        Ok(last_for(s, &s.dead, s.subject("DEAD", key))
+            .await?
+            .and_then(|m| dead_letter_of(&m, true))
+            .filter(|d| d.meta.key == key))
+    }
+
+    async fn replay(&self, key: &str) -> Result<Transition, InboxError> {
+        let s = &self.shared;
+        let Some(message) = last_for(s, &s.dead, s.subject("DEAD", key)).await? else {
+            return Ok(Transition::Stale);
+        };
+        let Some(meta) = header_json::<Meta>(&message.headers, META_HEADER) else {
+            return Ok(Transition::Stale);
+        };
+        // Published under an id of this dead letter: two replays of it
+        // publish once (the other is the stream's duplicate), and a replay
+        // that died before deleting the dead letter is not published twice.
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "Nats-Msg-Id",
+            format!("replay:{}:{}", message.sequence, meta.key).as_str(),
+        );
+        headers.insert(META_HEADER, ascii_json(&meta).as_str());
+        let subject = format!(
+            "{}.in.{}.{}",
+            s.name,
+            token(&meta.scheme),
+            token(meta.event_type.as_deref().unwrap_or(""))
+        );
+        let ack = s
+            .timed(s.context.publish_with_headers(subject, headers, message.payload.clone()))
+            .await?;
+        let ack = s.timed(ack).await?;
+        let _ = s.timed(s.dead.delete_message(message.sequence)).await;
+        Ok(if ack.duplicate {
+            Transition::Stale
+        } else {
+            Transition::Applied
+        })
+    }
+
+    async fn discard(&self, key: &str) -> Result<Transition, InboxError> {
+        let s = &self.shared;
+        let Some(message) = last_for(s, &s.dead, s.subject("DEAD", key)).await? else {
+            return Ok(Transition::Stale);
+        };
+        Ok(match s.dead.delete_message(message.sequence).await {
+            Ok(true) => Transition::Applied,
+            _ => Transition::Stale,
+        })
+    }
+
+    async fn purge_completed(&self, older_than: Duration) -> Result<u64, InboxError> {
+        let s = &self.shared;
+        let cutoff = SystemTime::now()
+            .checked_sub(older_than)
+            .unwrap_or(UNIX_EPOCH);
+        let messages = s.scan(&s.done, "DONE").await?;
+        let Some(first_kept) = messages.iter().find(|m| time_of(m.time.unix_timestamp_nanos()) >= cutoff) else {
+            let purged = s.timed(s.done.purge()).await?;
+            return Ok(purged.purged);
+        };
+        let purged = s.timed(s.done.purge().sequence(first_kept.sequence)).await?;
+        Ok(purged.purged)
+    }
+
+    async fn stats(&self) -> Result<InboxStats, InboxError> {
+        let s = &self.shared;
+        let mut consumer = s.consumer.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let info = s.timed(consumer.info()).await?.clone();
+        let mut dead = s.dead.clone();
+        let dead = s.timed(dead.info()).await?.state.messages;
+        let mut done = s.done.clone();
+        let completed = s.timed(done.info()).await?.state.messages;
+        Ok(InboxStats {
+            pending: info.num_pending,
+            due: info.num_pending,
+            oldest_due_age: None,
+            in_flight: info.num_ack_pending as u64,
+            dead,
+            completed,
+            paused: s.is_paused().await?,
+        })
+    }
+
+    async fn set_paused(&self, paused: bool) -> Result<bool, InboxError> {
+        let s = &self.shared;
+        let wanted: &'static [u8] = if paused { b"1" } else { b"0" };
+        let entry = s.timed(s.control.entry("paused")).await?;
+        match entry {
+            Some(entry) if entry.value.as_ref() == wanted => Ok(false),
+            Some(entry) => {
+                match s
+                    .timed(s.control.update("paused", Bytes::from_static(wanted), entry.revision))
+                    .await
+                {
+                    Ok(_) => Ok(true),
+                    // Another handle changed it meanwhile: to the same value.
+                    Err(_) if s.is_paused().await? == paused => Ok(false),
+                    Err(error) => Err(error),
+                }
+            }
+            None if !paused => Ok(false),
+            None => match s.timed(s.control.create("paused", Bytes::from_static(wanted))).await {
+                Ok(_) => Ok(true),
+                Err(_) if s.is_paused().await? == paused => Ok(false),
+                Err(error) => Err(error),
+            },
+        }
+    }
+
+    async fn paused(&self) -> Result<bool, InboxError> {
+        self.shared.is_paused().await
+    }
+
+    async fn deliveries(&self, filter: &DeliveryFilter) -> Result<DeliveryPage, InboxError> {
+        let s = &self.shared;
+        let mut items: Vec<Delivery> = match filter.state {
+            DeliveryState::Dead => s
+                .scan(&s.dead, "DEAD")
+                .await?
+                .iter()
+                .filter_map(|m| dead_letter_of(m, false))
+                .map(|d| Delivery {
+                    state: DeliveryState::Dead,
+                    attempts: d.attempts,
+                    last_error: d.last_error,
+                    due_at: None,
+                    lease_until: None,
+                    updated_at: d.dead_at,
+                    body: Bytes::new(),
+                    meta: d.meta,
+                })
+                .collect(),
+            DeliveryState::Completed => s
+                .scan(&s.done, "DONE")
+                .await?
+                .iter()
+                .filter_map(|m| {
+                    let meta = header_json::<Meta>(&m.headers, META_HEADER)?;
+                    Some(Delivery {
+                        meta: event_meta(&meta),
+                        state: DeliveryState::Completed,
+                        attempts: 0,
+                        last_error: None,
+                        due_at: None,
+                        lease_until: None,
+                        updated_at: time_of(m.time.unix_timestamp_nanos()),
+                        body: Bytes::new(),
+                    })
+                })
+                .collect(),
+            _ => {
+                return Err(InboxError::Protocol(
+                    "the JetStream inbox lists dead and completed deliveries only: pending and \
+                     in-flight ones are the consumer's (see docs/inbox.md)"
+                        .to_owned(),
+                ));
+            }
+        };
+        items.retain(|d| {
+            filter.scheme.as_ref().is_none_or(|x| *x == d.meta.scheme)
+                && filter
+                    .event_type
+                    .as_ref()
+                    .is_none_or(|x| Some(x) == d.meta.event_type.as_ref())
+                && filter
+                    .delivery_id
+                    .as_ref()
+                    .is_none_or(|x| Some(x) == d.meta.delivery_id.as_ref())
+                && filter.received_from.is_none_or(|t| d.meta.received_at >= t)
+                && filter.received_until.is_none_or(|t| d.meta.received_at < t)
+        });
+        let position = |d: &Delivery| (to_ms(d.meta.received_at), d.meta.key.clone());
+        items.sort_by_key(position);
+        if filter.order == DeliveryOrder::NewestFirst {
+            items.reverse();
+        }
+        if let Some(after) = &filter.after {
+            let cursor = (after.received_at_ms, after.key.clone());
+            items.retain(|d| match filter.order {
+                DeliveryOrder::NewestFirst => position(d) < cursor,
+                DeliveryOrder::OldestFirst => position(d) > cursor,
+            });
+        }
+        let size = filter.page_size() as usize;
+        let next = (items.len() > size).then(|| {
+            let (received_at_ms, key) = position(&items[size - 1]);
+            DeliveryCursor {
+                order: filter.order,
+                received_at_ms,
+                key,
+            }
+        });
+        items.truncate(size);
+        Ok(DeliveryPage { items, next })
+    }
+
+    async fn delivery_get(&self, key: &str) -> Result<Option<Delivery>, InboxError> {
+        let s = &self.shared;
+        if let Some(dead) = self.dead_letter_get(key).await? {
+            return Ok(Some(Delivery {
+                state: DeliveryState::Dead,
+                attempts: dead.attempts,
+                last_error: dead.last_error,
+                due_at: None,
+                lease_until: None,
+                updated_at: dead.dead_at,
+                body: dead.body,
+                meta: dead.meta,
+            }));
+        }
+        if let Some(done) = last_for(s, &s.done, s.subject("DONE", key)).await?
+            && let Some(meta) = header_json::<Meta>(&done.headers, META_HEADER)
+            && meta.key == key
+        {
+            return Ok(Some(Delivery {
+                meta: event_meta(&meta),
+                state: DeliveryState::Completed,
+                attempts: 0,
+                last_error: None,
+                due_at: None,
+                lease_until: None,
+                updated_at: time_of(done.time.unix_timestamp_nanos()),
+                body: Bytes::new(),
+            }));
+        }
+        // Pending or in flight: the stream sequence the accept recorded.
+        let Some(sequence) = s
+            .timed(s.keys.get(digest(key)))
+            .await?
+            .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u64>().ok())
+        else {
+            return Ok(None);
+        };
+        let Ok(message) = s.main.get_raw_message(sequence).await else {
+            return Ok(None);
+        };
+        let Some(meta) = header_json::<Meta>(&message.headers, META_HEADER) else {
+            return Ok(None);
+        };
+        Ok(Some(Delivery {
+            meta: event_meta(&meta),
+            state: DeliveryState::Due,
+            attempts: 0,
+            last_error: None,
+            due_at: Some(time_of(message.time.unix_timestamp_nanos())),
+            lease_until: None,
+            updated_at: time_of(message.time.unix_timestamp_nanos()),
+            body: message.payload,
+        }))
+    }
+
+    async fn activity(&self, minutes: u32) -> Result<Activity, InboxError> {
+        let s = &self.shared;
+        let now_minute = to_ms(SystemTime::now()) / 60_000;
+        let mut rows = Vec::new();
+        let subjects = s
+            .timed(s.activity.info_with_subjects(format!("{}_ACT.>", s.name)))
+            .await?;
+        let pairs: Vec<_> = tokio::time::timeout(s.timeout, subjects.collect::<Vec<_>>())
+            .await
+            .map_err(|_| InboxError::Timeout)?;
+        for pair in pairs {
+            let (subject, n) = pair.map_err(InboxError::unavailable)?;
+            let mut parts = subject.rsplit('.');
+            let (Some(kind), Some(minute)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let kind = match kind {
+                "a" => super::activity::ACCEPTED,
+                "c" => super::activity::COMPLETED,
+                "f" => super::activity::FAILED,
+                _ => continue,
+            };
+            if let Ok(minute) = minute.parse::<i64>() {
+                rows.push((minute, kind, i64::try_from(n).unwrap_or(i64::MAX)));
+            }
+        }
+        Ok(Activity::from_rows(now_minute, minutes, rows))
+    }
+}
+
+async fn last_for(
+    s: &Shared,
+    stream: &stream::Stream,
+    subject: String,
+) -> Result<Option<StreamMessage>, InboxError> {
+    match tokio::time::timeout(s.timeout, stream.get_last_raw_message_by_subject(&subject)).await {
+        Ok(Ok(message)) => Ok(Some(message)),
+        Ok(Err(error)) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(None),
+        Ok(Err(error)) => Err(InboxError::unavailable(error)),
+        Err(_) => Err(InboxError::Timeout),
+    }
+}
+
+fn dead_letter_of(message: &StreamMessage, with_body: bool) -> Option<DeadLetter> {
+    let meta = header_json::<Meta>(&message.headers, META_HEADER)?;
+    let dead = header_json::<Dead>(&message.headers, DEAD_HEADER)?;
+    Some(DeadLetter {
+        meta: event_meta(&meta),
+        attempts: dead.attempts,
+        last_error: dead.last_error,
+        dead_at: super::from_ms(dead.dead_at_ms),
+        body: if with_body {
+            message.payload.clone()
+        } else {
+            Bytes::new()
+        },
+    })
+}
+
+fn header_json<T: serde::de::DeserializeOwned>(headers: &HeaderMap, name: &str) -> Option<T> {
+    serde_json::from_str(headers.get(name)?.as_str()).ok()
+}
+
+fn event_meta(meta: &Meta) -> EventMeta {
+    EventMeta {
+        key: meta.key.clone(),
+        scheme: meta.scheme.clone(),
+        delivery_id: meta.delivery_id.clone(),
+        event_type: meta.event_type.clone(),
+        matched_key: meta.matched_key.clone(),
+        headers: meta.headers.clone(),
+        received_at: super::from_ms(meta.received_at_ms),
+        signed_at: meta.signed_at,
+    }
+}
+
+/// A server time (nanoseconds since the epoch) as a time.
+fn time_of(nanos: i128) -> SystemTime {
+    let ms = nanos.div_euclid(1_000_000);
+    super::from_ms(i64::try_from(ms).unwrap_or(0))
+}
+
+fn ms_u64(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The first 32 hex digits of the key's SHA-256: a subject token and a
+/// key-value key whatever the key holds.
+fn digest(key: &str) -> String {
+    crate::scheme::encode_hex(&Sha256::digest(key.as_bytes())[..16])
+}
+
+/// `text` as one subject token: `A-Z a-z 0-9 _ -` kept, anything else `_`,
+/// at most 64 characters; `_` when empty.
+fn token(text: &str) -> String {
+    let out: String = text
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() { "_".to_owned() } else { out }
+}
+
+/// `value` as JSON with every non-ASCII character escaped (`\uXXXX`): a
+/// NATS header value is one line of ASCII.
+fn ascii_json<T: serde::Serialize>(value: &T) -> String {
+    let text = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
+    if text.is_ascii() {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_and_json_are_header_safe() {
+        assert_eq!(token("invoice.paid"), "invoice_paid");
+        assert_eq!(token(""), "_");
+        assert_eq!(token("a b*>"), "a_b__");
+        let json = ascii_json(&("é\r\n", 1));
+        assert!(json.is_ascii() && !json.contains('\n'), "{json}");
+        let back: (String, u32) = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.0, "é\r\n");
+        assert_eq!(digest("k").len(), 32);
+    }
+
+    #[test]
+    fn urls_name_the_stream_and_settings() {
+        let b = JetStreamInbox::builder_from_url("nats://127.0.0.1:4222/ORDERS?replicas=3&duplicate_window=1h").unwrap();
+        assert_eq!((b.stream.as_str(), b.replicas), ("ORDERS", 3));
+        assert_eq!(b.duplicate_window, Duration::from_secs(3600));
+        assert_eq!(b.url, "nats://127.0.0.1:4222");
+        assert!(JetStreamInbox::builder_from_url("nats://h?table=x").is_err());
+        assert!(JetStreamInbox::builder_from_url("nats://h?replicas=x").is_err());
+    }
+}
