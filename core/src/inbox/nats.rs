@@ -506,13 +506,13 @@ impl Shared {
     /// The lease `key` holds for `token`, if this process holds it and its
     /// lease has not run out (then it is forgotten: the server redelivers it).
     fn held(&self, key: &str, token: ClaimToken) -> Option<(Arc<jetstream::Message>, u32, Arc<Meta>, Bytes)> {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let entry = held.get(key)?;
         if entry.token != token {
             return None;
         }
         if Instant::now() >= entry.until {
-            held.remove(key);
+            // Run out: the reaper hands it back to the server.
             return None;
         }
         Some((
@@ -564,8 +564,10 @@ impl Shared {
     }
 
     async fn consumer(&self, lease: Duration) -> Result<consumer::PullConsumer, InboxError> {
+        // Only ever raised: a shorter lease is ended by this process (the
+        // reaper), a longer one must not be redelivered under its worker.
         let wanted = ms_u64(lease);
-        if self.ack_wait_ms.load(Ordering::Relaxed) != wanted {
+        if self.ack_wait_ms.load(Ordering::Relaxed) < wanted {
             let config = consumer::pull::Config {
                 ack_wait: lease,
                 ..self.consumer_config.clone()
@@ -735,9 +737,9 @@ impl super::Inbox for JetStreamInbox {
                 attempt,
                 token,
             });
-            let mut held = s.held.lock().unwrap_or_else(|e| e.into_inner());
-            held.insert(
-                meta.key.clone(),
+            let key = meta.key.clone();
+            s.held.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                key.clone(),
                 Held {
                     token,
                     message: Arc::new(message),
@@ -747,6 +749,7 @@ impl super::Inbox for JetStreamInbox {
                     body,
                 },
             );
+            tokio::spawn(reap(Arc::downgrade(&self.shared), key, token));
         }
         Ok(out)
     }
@@ -764,10 +767,12 @@ impl super::Inbox for JetStreamInbox {
         let sent = Instant::now();
         s.timed(message.ack_with(AckKind::Progress)).await?;
         // The server restarts its `ack_wait` on receipt, after `sent`.
-        let ack_wait = Duration::from_millis(s.ack_wait_ms.load(Ordering::Relaxed));
+        // The server's `ack_wait` (never shorter than a lease) restarts at
+        // receipt, after `sent`; raise it first if this lease is longer.
+        s.consumer(lease).await?;
         let mut held = s.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(entry) = held.get_mut(key).filter(|h| h.token == token) {
-            entry.until = sent + ack_wait.min(lease.max(ack_wait));
+            entry.until = sent + lease;
         }
         Ok(Transition::Applied)
     }
@@ -1171,6 +1176,39 @@ impl super::Inbox for JetStreamInbox {
             }
         }
         Ok(Activity::from_rows(now_minute, minutes, rows))
+    }
+}
+
+/// Ends the lease of `key` held by `token` once it runs out unsettled (a
+/// stuck handler): the message is handed back to the server (a negative
+/// acknowledgement), which redelivers it at once to the next lease. A
+/// process that died ends its leases through the consumer's `ack_wait`.
+async fn reap(shared: std::sync::Weak<Shared>, key: String, token: ClaimToken) {
+    loop {
+        let until = {
+            let Some(s) = shared.upgrade() else { return };
+            let held = s.held.lock().unwrap_or_else(|e| e.into_inner());
+            match held.get(&key) {
+                Some(h) if h.token == token => h.until,
+                _ => return,
+            }
+        };
+        tokio::time::sleep_until(until.into()).await;
+        let Some(s) = shared.upgrade() else { return };
+        let message = {
+            let mut held = s.held.lock().unwrap_or_else(|e| e.into_inner());
+            match held.get(&key) {
+                Some(h) if h.token == token && h.until <= Instant::now() => {
+                    held.remove(&key).map(|h| h.message)
+                }
+                Some(h) if h.token == token => continue,
+                _ => return,
+            }
+        };
+        if let Some(message) = message {
+            let _ = s.timed(message.ack_with(AckKind::Nak(None))).await;
+        }
+        return;
     }
 }
 
