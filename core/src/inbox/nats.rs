@@ -4,12 +4,12 @@
 //! | what | where |
 //! |---|---|
 //! | deliveries | stream `<S>` (work-queue retention, file storage), subject `<S>.in.<scheme>.<event type>`, `Nats-Msg-Id` = the inbox key |
-//! | the record of what was accepted | key-value bucket `<S>_KEYS` (one key per inbox key, kept for the retention) |
+//! | the record of what was accepted | stream `<S>_KEYS`, subject `<S>_KEYS.<key digest>`, one message per key, kept for the retention |
 //! | workers' leases | the durable pull consumer `workers` (explicit acks, `ack_wait` = the lease, unlimited redeliveries) |
 //! | dead letters | stream `<S>_DEAD`, subject `<S>_DEAD.<key digest>`, one message per key |
 //! | completions | stream `<S>_DONE`, subject `<S>_DONE.<key digest>`, one message per key, kept for the retention |
 //! | activity | stream `<S>_ACT`, subjects `<S>_ACT.<minute>.<a|c|f>`, kept two hours |
-//! | the pause flag | key-value bucket `<S>_CTL`, key `paused` |
+//! | the pause flag | stream `<S>_CTL`, subject `<S>_CTL.paused` (set over the last sequence read) |
 //!
 //! **Accept.** A delivery is answered only once the stream's publish
 //! acknowledgement arrived (and the accepted-key record was written): a
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::message::StreamMessage;
-use async_nats::jetstream::{self, AckKind, Context, consumer, kv, stream};
+use async_nats::jetstream::{self, AckKind, Context, consumer, stream};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use sha2::{Digest as _, Sha256};
@@ -107,8 +107,8 @@ struct Shared {
     dead: stream::Stream,
     done: stream::Stream,
     activity: stream::Stream,
-    keys: kv::Store,
-    control: kv::Store,
+    keys: stream::Stream,
+    control: stream::Stream,
     consumer: Mutex<consumer::PullConsumer>,
     consumer_config: consumer::pull::Config,
     /// The consumer's `ack_wait`, in milliseconds.
@@ -298,16 +298,8 @@ impl JetStreamInboxBuilder {
                 },
             )
             .await?;
-            let bucket = |suffix: &str, max_age: Duration| kv::Config {
-                bucket: format!("{name}_{suffix}"),
-                history: 1,
-                max_age,
-                storage: stream::StorageType::File,
-                num_replicas: self.replicas,
-                ..kv::Config::default()
-            };
-            let keys = key_value(&context, bucket("KEYS", self.retention)).await?;
-            let control = key_value(&context, bucket("CTL", Duration::ZERO)).await?;
+            let keys = get_or_create(&context, per_key("KEYS", self.retention)).await?;
+            let control = get_or_create(&context, per_key("CTL", Duration::ZERO)).await?;
             let consumer_config = consumer::pull::Config {
                 durable_name: Some(CONSUMER.to_owned()),
                 ack_policy: consumer::AckPolicy::Explicit,
@@ -364,16 +356,6 @@ async fn get_or_create(context: &Context, config: stream::Config) -> Result<stre
         .await
         .map_err(InboxError::unavailable)?;
     context.get_stream(name).await.map_err(InboxError::unavailable)
-}
-
-async fn key_value(context: &Context, config: kv::Config) -> Result<kv::Store, InboxError> {
-    match context.get_key_value(config.bucket.clone()).await {
-        Ok(store) => Ok(store),
-        Err(_) => context
-            .create_key_value(config)
-            .await
-            .map_err(InboxError::unavailable),
-    }
 }
 
 impl JetStreamInbox {
@@ -463,11 +445,8 @@ impl JetStreamInbox {
     pub async fn delete(&self) -> Result<(), InboxError> {
         let s = &self.shared;
         let _ = s.context.delete_stream(&s.name).await;
-        for suffix in ["DEAD", "DONE", "ACT"] {
+        for suffix in ["DEAD", "DONE", "ACT", "KEYS", "CTL"] {
             let _ = s.context.delete_stream(format!("{}_{suffix}", s.name)).await;
-        }
-        for suffix in ["KEYS", "CTL"] {
-            let _ = s.context.delete_key_value(format!("{}_{suffix}", s.name)).await;
         }
         Ok(())
     }
@@ -580,8 +559,15 @@ impl Shared {
     }
 
     async fn is_paused(&self) -> Result<bool, InboxError> {
-        let value = self.timed(self.control.get("paused")).await?;
-        Ok(value.is_some_and(|v| v.as_ref() == b"1"))
+        Ok(self.pause_flag().await?.is_some_and(|(_, paused)| paused))
+    }
+
+    /// The pause flag's message: its sequence and value, if ever set.
+    async fn pause_flag(&self) -> Result<Option<(u64, bool)>, InboxError> {
+        let subject = format!("{}_CTL.paused", self.name);
+        Ok(last_for(self, &self.control, subject)
+            .await?
+            .map(|m| (m.sequence, m.payload.as_ref() == b"1")))
     }
 
     /// Every message of `stream` (at most [`LISTING_SCAN_BUDGET`]), oldest first.
@@ -625,8 +611,7 @@ impl super::Inbox for JetStreamInbox {
     async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
         let s = &self.shared;
         let key = event.stored_key();
-        let record = digest(&key);
-        if s.timed(s.keys.get(record.clone())).await?.is_some() {
+        if last_for(s, &s.keys, s.subject("KEYS", &key)).await?.is_some() {
             return Ok(Accepted::Duplicate);
         }
         let meta = Meta {
@@ -656,11 +641,10 @@ impl super::Inbox for JetStreamInbox {
         // duplicate; written before the answer (a lost write answers 503
         // and the sender's retry, a duplicate of the stream, writes it).
         let value = Bytes::from(ack.sequence.to_string());
-        match s.timed(s.keys.create(record, value)).await {
-            Ok(_) => {}
-            Err(InboxError::Unavailable(error)) if error.to_string().contains("exist") => {}
-            Err(error) => return Err(error),
-        }
+        let record = s
+            .timed(s.context.publish(s.subject("KEYS", &key), value))
+            .await?;
+        s.timed(record).await?;
         if ack.duplicate {
             return Ok(Accepted::Duplicate);
         }
@@ -984,26 +968,26 @@ impl super::Inbox for JetStreamInbox {
     async fn set_paused(&self, paused: bool) -> Result<bool, InboxError> {
         let s = &self.shared;
         let wanted: &'static [u8] = if paused { b"1" } else { b"0" };
-        let entry = s.timed(s.control.entry("paused")).await?;
-        match entry {
-            Some(entry) if entry.value.as_ref() == wanted => Ok(false),
-            Some(entry) => {
-                match s
-                    .timed(s.control.update("paused", Bytes::from_static(wanted), entry.revision))
-                    .await
-                {
-                    Ok(_) => Ok(true),
-                    // Another handle changed it meanwhile: to the same value.
-                    Err(_) if s.is_paused().await? == paused => Ok(false),
-                    Err(error) => Err(error),
-                }
-            }
-            None if !paused => Ok(false),
-            None => match s.timed(s.control.create("paused", Bytes::from_static(wanted))).await {
-                Ok(_) => Ok(true),
-                Err(_) if s.is_paused().await? == paused => Ok(false),
-                Err(error) => Err(error),
-            },
+        let current = s.pause_flag().await?;
+        if current.map_or(false, |(_, flag)| flag) == paused {
+            return Ok(false);
+        }
+        // Only over the flag as read: of two handles changing it at once,
+        // one applies; the other finds it changed and answers `false`.
+        let mut headers = HeaderMap::new();
+        let expected = current.map_or(0, |(sequence, _)| sequence);
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            expected.to_string().as_str(),
+        );
+        let subject = format!("{}_CTL.paused", s.name);
+        let ack = s
+            .timed(s.context.publish_with_headers(subject, headers, Bytes::from_static(wanted)))
+            .await?;
+        match s.timed(ack).await {
+            Ok(_) => Ok(true),
+            Err(_) if s.is_paused().await? == paused => Ok(false),
+            Err(error) => Err(error),
         }
     }
 
@@ -1124,10 +1108,9 @@ impl super::Inbox for JetStreamInbox {
             }));
         }
         // Pending or in flight: the stream sequence the accept recorded.
-        let Some(sequence) = s
-            .timed(s.keys.get(digest(key)))
+        let Some(sequence) = last_for(s, &s.keys, s.subject("KEYS", key))
             .await?
-            .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u64>().ok())
+            .and_then(|m| std::str::from_utf8(&m.payload).ok()?.parse::<u64>().ok())
         else {
             return Ok(None);
         };
