@@ -606,6 +606,93 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// One fetch of up to `count` messages into `out`; how many were
+    /// dead-lettered instead.
+    #[allow(clippy::too_many_arguments, reason = "the lease's own parameters")]
+    async fn fetch(
+        &self,
+        consumer: &consumer::PullConsumer,
+        token: ClaimToken,
+        started: Instant,
+        lease: Duration,
+        max_attempts: u32,
+        count: usize,
+        out: &mut Vec<LeasedEvent>,
+        inbox: &JetStreamInbox,
+    ) -> Result<usize, InboxError> {
+        let s = self;
+        let mut buried = 0;
+        let mut messages = s
+            .timed(consumer.fetch().max_messages(count).messages())
+            .await?;
+        while let Some(message) = tokio::time::timeout(s.timeout, messages.next())
+            .await
+            .map_err(|_| InboxError::Timeout)?
+        {
+            let message = message.map_err(InboxError::Unavailable)?;
+            let info = message.info().map_err(InboxError::Unavailable)?;
+            let attempt = u32::try_from(info.delivered).unwrap_or(u32::MAX);
+            let body = message.payload.clone();
+            let meta = match message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(META_HEADER))
+                .and_then(|v| serde_json::from_str::<Meta>(v.as_str()).ok())
+            {
+                Some(meta) => meta,
+                None => {
+                    // Not ours (published by something else): dead-letter it
+                    // under its sequence, so that it is seen, not looped on.
+                    let meta = Meta {
+                        key: format!("nats:{}:{}", s.name, info.stream_sequence),
+                        scheme: "unknown".to_owned(),
+                        delivery_id: None,
+                        event_type: None,
+                        matched_key: String::new(),
+                        headers: Vec::new(),
+                        signed_at: None,
+                        received_at_ms: to_ms(time_of(info.published.unix_timestamp_nanos())),
+                    };
+                    s.bury(&message, &meta, body, attempt, "no Webhooks-Meta header")
+                        .await?;
+                    buried += 1;
+                    continue;
+                }
+            };
+            if attempt > max_attempts {
+                // Its lease ran out on the last attempt: the worker crashed,
+                // was killed or stalled.
+                s.bury(&message, &meta, body, attempt - 1, EXPIRED_ON_LAST_ATTEMPT)
+                    .await?;
+                buried += 1;
+                continue;
+            }
+            let meta = Arc::new(meta);
+            out.push(LeasedEvent {
+                meta: event_meta(&meta),
+                body: body.clone(),
+                attempt,
+                token,
+            });
+            let key = meta.key.clone();
+            s.held.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                key.clone(),
+                Held {
+                    token,
+                    message: Arc::new(message),
+                    until: started + lease,
+                    attempt,
+                    meta,
+                    body,
+                },
+            );
+            tokio::spawn(reap(Arc::downgrade(&inbox.shared), key, token));
+        }
+        Ok(buried)
+    }
+}
+
 #[async_trait::async_trait]
 impl super::Inbox for JetStreamInbox {
     async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
@@ -665,75 +752,15 @@ impl super::Inbox for JetStreamInbox {
         }
         let consumer = s.consumer(lease).await?;
         let started = Instant::now();
-        let mut messages = s
-            .timed(
-                consumer
-                    .fetch()
-                    .max_messages(usize::try_from(batch).unwrap_or(usize::MAX))
-                    .messages(),
-            )
-            .await?;
+        let wanted = usize::try_from(batch).unwrap_or(usize::MAX);
         let mut out = Vec::new();
-        while let Some(message) = tokio::time::timeout(s.timeout, messages.next())
-            .await
-            .map_err(|_| InboxError::Timeout)?
-        {
-            let message = message.map_err(InboxError::Unavailable)?;
-            let info = message.info().map_err(InboxError::Unavailable)?;
-            let attempt = u32::try_from(info.delivered).unwrap_or(u32::MAX);
-            let body = message.payload.clone();
-            let meta = match message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get(META_HEADER))
-                .and_then(|v| serde_json::from_str::<Meta>(v.as_str()).ok())
-            {
-                Some(meta) => meta,
-                None => {
-                    // Not ours (published by something else): dead-letter it
-                    // under its sequence, so that it is seen, not looped on.
-                    let meta = Meta {
-                        key: format!("nats:{}:{}", s.name, info.stream_sequence),
-                        scheme: "unknown".to_owned(),
-                        delivery_id: None,
-                        event_type: None,
-                        matched_key: String::new(),
-                        headers: Vec::new(),
-                        signed_at: None,
-                        received_at_ms: to_ms(time_of(info.published.unix_timestamp_nanos())),
-                    };
-                    s.bury(&message, &meta, body, attempt, "no Webhooks-Meta header")
-                        .await?;
-                    continue;
-                }
-            };
-            if attempt > max_attempts {
-                // Its lease ran out on the last attempt: the worker crashed,
-                // was killed or stalled.
-                s.bury(&message, &meta, body, attempt - 1, EXPIRED_ON_LAST_ATTEMPT)
-                    .await?;
-                continue;
+        // Dead-lettered messages do not fill the batch: fetch again (a few
+        // rounds at most) while some were.
+        for _ in 0..4 {
+            let buried = s.fetch(&consumer, token, started, lease, max_attempts, wanted - out.len(), &mut out, self).await?;
+            if buried == 0 || out.len() >= wanted {
+                break;
             }
-            let meta = Arc::new(meta);
-            out.push(LeasedEvent {
-                meta: event_meta(&meta),
-                body: body.clone(),
-                attempt,
-                token,
-            });
-            let key = meta.key.clone();
-            s.held.lock().unwrap_or_else(|e| e.into_inner()).insert(
-                key.clone(),
-                Held {
-                    token,
-                    message: Arc::new(message),
-                    until: started + lease,
-                    attempt,
-                    meta,
-                    body,
-                },
-            );
-            tokio::spawn(reap(Arc::downgrade(&self.shared), key, token));
         }
         Ok(out)
     }
@@ -766,19 +793,23 @@ impl super::Inbox for JetStreamInbox {
         let Some((message, _, meta, _)) = s.held(key, token) else {
             return Ok(Transition::Stale);
         };
-        s.timed(message.double_ack()).await?;
-        s.forget(key, token);
-        // The completion's record (for stats, listings and `delivery_get`):
-        // the acknowledgement above is what counts; a lost record is a
-        // count short, never an event run twice.
+        // The completion's record (stats, listings, `delivery_get`) first,
+        // then the acknowledgement the server confirms: a process that dies
+        // between the two leaves a record whose event is redelivered and
+        // completed again (one record per key), never a completion without
+        // its record. A failed acknowledgement takes the record back.
         let mut headers = HeaderMap::new();
         headers.insert(META_HEADER, ascii_json(&*meta).as_str());
-        if let Ok(ack) = s
-            .timed(s.context.publish_with_headers(s.subject("DONE", key), headers, Bytes::new()))
-            .await
-        {
-            let _ = s.timed(ack).await;
+        let now = Bytes::from(to_ms(SystemTime::now()).to_string());
+        let record = s
+            .timed(s.context.publish_with_headers(s.subject("DONE", key), headers, now))
+            .await?;
+        let record = s.timed(record).await?;
+        if let Err(error) = s.timed(message.double_ack()).await {
+            let _ = s.timed(s.done.delete_message(record.sequence)).await;
+            return Err(error);
         }
+        s.forget(key, token);
         s.count("c").await;
         Ok(Transition::Applied)
     }
@@ -938,10 +969,14 @@ impl super::Inbox for JetStreamInbox {
             .checked_sub(older_than)
             .unwrap_or(UNIX_EPOCH);
         let messages = s.scan(&s.done, "DONE").await?;
-        let Some(first_kept) = messages.iter().find(|m| time_of(m.time.unix_timestamp_nanos()) >= cutoff) else {
+        // In sequence order, which is completion order.
+        let Some(first_kept) = messages.iter().find(|m| completed_at(m) >= cutoff) else {
             let purged = s.timed(s.done.purge()).await?;
             return Ok(purged.purged);
         };
+        if messages.first().is_some_and(|m| m.sequence == first_kept.sequence) {
+            return Ok(0);
+        }
         let purged = s.timed(s.done.purge().sequence(first_kept.sequence)).await?;
         Ok(purged.purged)
     }
@@ -1027,7 +1062,7 @@ impl super::Inbox for JetStreamInbox {
                         last_error: None,
                         due_at: None,
                         lease_until: None,
-                        updated_at: time_of(m.time.unix_timestamp_nanos()),
+                        updated_at: completed_at(m),
                         body: Bytes::new(),
                     })
                 })
@@ -1103,7 +1138,7 @@ impl super::Inbox for JetStreamInbox {
                 last_error: None,
                 due_at: None,
                 lease_until: None,
-                updated_at: time_of(done.time.unix_timestamp_nanos()),
+                updated_at: completed_at(&done),
                 body: Bytes::new(),
             }));
         }
@@ -1239,6 +1274,15 @@ fn event_meta(meta: &Meta) -> EventMeta {
         received_at: super::from_ms(meta.received_at_ms),
         signed_at: meta.signed_at,
     }
+}
+
+/// When a completion record was written (its payload: epoch milliseconds).
+fn completed_at(record: &StreamMessage) -> SystemTime {
+    let ms = std::str::from_utf8(&record.payload)
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+        .unwrap_or_else(|| to_ms(time_of(record.time.unix_timestamp_nanos())));
+    super::from_ms(ms)
 }
 
 /// A server time (nanoseconds since the epoch) as a time.
