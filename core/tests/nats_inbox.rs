@@ -54,7 +54,10 @@ async fn the_message_format_is_documented_and_plain() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(message.subject.as_str(), format!("{name}.in.stripe.invoice_paid"));
+    assert_eq!(
+        message.subject.as_str(),
+        format!("{name}.in.stripe.invoice_paid")
+    );
     assert_eq!(message.payload.as_ref(), "{\"é\":1}".as_bytes());
     let headers = message.headers.unwrap();
     assert_eq!(
@@ -136,7 +139,10 @@ async fn another_process_cannot_settle_a_lease() {
         other.dead_letter(key, token, "x").await.unwrap(),
         Transition::Stale
     );
-    assert_eq!(inbox.complete(key, token).await.unwrap(), Transition::Applied);
+    assert_eq!(
+        inbox.complete(key, token).await.unwrap(),
+        Transition::Applied
+    );
     assert_eq!(other.stats().await.unwrap().completed, 1);
     inbox.delete().await.unwrap();
 }

@@ -148,11 +148,13 @@ pub use self::redis::{
 };
 #[cfg(feature = "redis-cluster")]
 pub use self::redis_cluster::{RedisClusterInbox, RedisClusterInboxBuilder};
-#[cfg(feature = "nats")]
-pub use nats::{CONSUMER, DEAD_HEADER, JetStreamInbox, JetStreamInboxBuilder, LISTING_SCAN_BUDGET, META_HEADER};
 pub use activity::{ACTIVITY_MINUTES, ACTIVITY_RETENTION, Activity, ActivityMinute};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlInbox;
+#[cfg(feature = "nats")]
+pub use nats::{
+    CONSUMER, DEAD_HEADER, JetStreamInbox, JetStreamInboxBuilder, LISTING_SCAN_BUDGET, META_HEADER,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresInbox;
 pub use purge::{DEFAULT_PURGE_INTERVAL, DEFAULT_RETENTION, PurgeTask};
@@ -1222,16 +1224,16 @@ pub async fn inbox_from_url(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
     };
     let cluster = matches!(scheme.as_str(), "redis-cluster" | "rediss-cluster");
     let nats = matches!(scheme.as_str(), "nats" | "tls" | "jetstream");
-    if nats && (options.prefix.is_some() || options.table.is_some() || options.partitions.is_some()) {
+    if nats && (options.prefix.is_some() || options.table.is_some() || options.partitions.is_some())
+    {
         return Err(ConfigError::Invalid {
             what: WHAT,
             reason: "a NATS inbox is named by the URL's path (nats://host:port/STREAM), not `table` or `prefix`",
         }
         .into());
     }
-    let sql = !cluster
-        && !nats
-        && !matches!(scheme.as_str(), "redis" | "rediss" | "redis+unix" | "unix");
+    let sql =
+        !cluster && !nats && !matches!(scheme.as_str(), "redis" | "rediss" | "redis+unix" | "unix");
     if (sql && options.prefix.is_some()) || (!sql && !nats && options.table.is_some()) {
         return Err(ConfigError::Invalid {
             what: WHAT,

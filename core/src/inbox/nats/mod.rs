@@ -42,15 +42,22 @@ use async_nats::jetstream::message::StreamMessage;
 use async_nats::jetstream::{self, AckKind, Context, consumer, stream};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
-use sha2::{Digest as _, Sha256};
 
 use super::{
     Accepted, Activity, ClaimToken, DeadLetter, DeadLetterCursor, DeadLetterFilter, DeadLetterPage,
     Delivery, DeliveryCursor, DeliveryFilter, DeliveryOrder, DeliveryPage, DeliveryState,
-    EXPIRED_ON_LAST_ATTEMPT, EventMeta, InboxError, InboxStats, LeasedEvent, NewEvent, OpenError,
-    Transition, to_ms,
+    EXPIRED_ON_LAST_ATTEMPT, InboxError, InboxStats, LeasedEvent, NewEvent, OpenError, Transition,
+    to_ms,
 };
-use crate::ConfigError;
+
+mod builder;
+mod format;
+
+pub use builder::JetStreamInboxBuilder;
+use format::{
+    Dead, Meta, ascii_json, completed_at, dead_letter_of, digest, event_meta, header_json, ms_u64,
+    time_of, token,
+};
 
 /// The header holding a delivery's metadata (JSON, ASCII only).
 pub const META_HEADER: &str = "Webhooks-Meta";
@@ -60,33 +67,6 @@ pub const DEAD_HEADER: &str = "Webhooks-Dead";
 pub const CONSUMER: &str = "workers";
 /// The most messages a listing of dead letters or completions reads.
 pub const LISTING_SCAN_BUDGET: u64 = 10_000;
-
-/// The metadata kept with a delivery, as the `Webhooks-Meta` header carries it.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Meta {
-    key: String,
-    scheme: String,
-    #[serde(default)]
-    delivery_id: Option<String>,
-    #[serde(default)]
-    event_type: Option<String>,
-    #[serde(default)]
-    matched_key: String,
-    #[serde(default)]
-    headers: Vec<(String, String)>,
-    #[serde(default)]
-    signed_at: Option<u64>,
-    received_at_ms: i64,
-}
-
-/// What a dead letter adds, as the `Webhooks-Dead` header carries it.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Dead {
-    attempts: u32,
-    #[serde(default)]
-    last_error: Option<String>,
-    dead_at_ms: i64,
-}
 
 /// A message this process leased.
 struct Held {
@@ -145,283 +125,7 @@ impl fmt::Debug for JetStreamInbox {
     }
 }
 
-/// Settings of a [`JetStreamInbox`], from [`JetStreamInbox::builder`].
-#[derive(Clone)]
-pub struct JetStreamInboxBuilder {
-    url: String,
-    stream: String,
-    replicas: usize,
-    duplicate_window: Duration,
-    retention: Duration,
-    lease: Duration,
-    connect_timeout: Duration,
-    command_timeout: Duration,
-}
-
-impl fmt::Debug for JetStreamInboxBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Never the URL: it may hold a password or token.
-        f.debug_struct("JetStreamInboxBuilder")
-            .field("stream", &self.stream)
-            .field("replicas", &self.replicas)
-            .field("duplicate_window", &self.duplicate_window)
-            .field("retention", &self.retention)
-            .field("lease", &self.lease)
-            .finish_non_exhaustive()
-    }
-}
-
-impl JetStreamInboxBuilder {
-    /// The stream's name (`[A-Za-z0-9_-]`, at most 32 characters; default
-    /// `WEBHOOKS`). The other streams and buckets are named after it.
-    #[must_use]
-    pub fn stream(mut self, name: impl Into<String>) -> Self {
-        self.stream = name.into();
-        self
-    }
-
-    /// Copies of every stream and bucket (1 to 5; default 1). Use 3 on a
-    /// JetStream cluster.
-    #[must_use]
-    pub fn replicas(mut self, replicas: usize) -> Self {
-        self.replicas = replicas;
-        self
-    }
-
-    /// The stream's duplicate window (default 2 minutes, the server's): a
-    /// publish with the same `Nats-Msg-Id` within it is recognised by the
-    /// server. Past it, the accepted-key record (`<S>_KEYS`) answers.
-    #[must_use]
-    pub fn duplicate_window(mut self, window: Duration) -> Self {
-        self.duplicate_window = window;
-        self
-    }
-
-    /// How long accepted keys and completions are kept (default 7 days,
-    /// [`DEFAULT_RETENTION`](super::DEFAULT_RETENTION)): keep it above the
-    /// senders' retry window.
-    #[must_use]
-    pub fn retention(mut self, retention: Duration) -> Self {
-        self.retention = retention;
-        self
-    }
-
-    /// The consumer's `ack_wait` when it is created (default 30 s). A lease
-    /// asked for with another duration updates it, for every worker.
-    #[must_use]
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// How long connecting may take (default 5 s).
-    #[must_use]
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long one operation may take (default 5 s): past it, the
-    /// operation fails with [`InboxError::Timeout`] (`503` at accept).
-    #[must_use]
-    pub fn command_timeout(mut self, timeout: Duration) -> Self {
-        self.command_timeout = timeout;
-        self
-    }
-
-    /// Connects, and creates the streams, buckets and consumer or checks
-    /// them (an existing stream keeps its settings).
-    ///
-    /// # Errors
-    ///
-    /// [`OpenError::Config`] for an invalid name or replica count;
-    /// [`OpenError::Store`] when the server cannot be reached or refuses.
-    pub async fn connect(self) -> Result<JetStreamInbox, OpenError> {
-        let name = self.stream.clone();
-        if name.is_empty()
-            || name.len() > 32
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return Err(ConfigError::Invalid {
-                what: "JetStream inbox",
-                reason: "the stream name is 1 to 32 of A-Z, a-z, 0-9, `_` and `-`",
-            }
-            .into());
-        }
-        if !(1..=5).contains(&self.replicas) {
-            return Err(ConfigError::Invalid {
-                what: "JetStream inbox",
-                reason: "replicas is 1 to 5",
-            }
-            .into());
-        }
-        let client = async_nats::ConnectOptions::new()
-            .connection_timeout(self.connect_timeout)
-            .request_timeout(Some(self.command_timeout))
-            .connect(self.url.as_str())
-            .await
-            .map_err(InboxError::unavailable)?;
-        let context = jetstream::new(client);
-        let timeout = self.command_timeout;
-        let setup = async {
-            let main = get_or_create(
-                &context,
-                stream::Config {
-                    name: name.clone(),
-                    subjects: vec![format!("{name}.in.>")],
-                    retention: stream::RetentionPolicy::WorkQueue,
-                    storage: stream::StorageType::File,
-                    num_replicas: self.replicas,
-                    duplicate_window: self.duplicate_window,
-                    ..stream::Config::default()
-                },
-            )
-            .await?;
-            let per_key = |suffix: &str, max_age: Duration| stream::Config {
-                name: format!("{name}_{suffix}"),
-                subjects: vec![format!("{name}_{suffix}.>")],
-                storage: stream::StorageType::File,
-                num_replicas: self.replicas,
-                max_messages_per_subject: 1,
-                max_age,
-                ..stream::Config::default()
-            };
-            let dead = get_or_create(&context, per_key("DEAD", Duration::ZERO)).await?;
-            let done = get_or_create(&context, per_key("DONE", self.retention)).await?;
-            let activity = get_or_create(
-                &context,
-                stream::Config {
-                    max_messages_per_subject: 0,
-                    ..per_key("ACT", super::activity::ACTIVITY_RETENTION)
-                },
-            )
-            .await?;
-            let keys = get_or_create(&context, per_key("KEYS", self.retention)).await?;
-            let control = get_or_create(&context, per_key("CTL", Duration::ZERO)).await?;
-            let consumer_config = consumer::pull::Config {
-                durable_name: Some(CONSUMER.to_owned()),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: self.lease,
-                max_deliver: -1,
-                max_ack_pending: 10_000,
-                ..consumer::pull::Config::default()
-            };
-            let consumer = main
-                .get_or_create_consumer(CONSUMER, consumer_config.clone())
-                .await
-                .map_err(InboxError::unavailable)?;
-            let ack_wait = consumer.cached_info().config.ack_wait;
-            Ok::<_, InboxError>((
-                main,
-                dead,
-                done,
-                activity,
-                keys,
-                control,
-                consumer,
-                consumer_config,
-                ack_wait,
-            ))
-        };
-        let (main, dead, done, activity, keys, control, consumer, consumer_config, ack_wait) =
-            tokio::time::timeout(timeout.saturating_mul(4), setup)
-                .await
-                .map_err(|_| InboxError::Timeout)??;
-        Ok(JetStreamInbox {
-            shared: Arc::new(Shared {
-                context,
-                name,
-                main,
-                dead,
-                done,
-                activity,
-                keys,
-                control,
-                consumer: Mutex::new(consumer),
-                consumer_config,
-                ack_wait_ms: AtomicU64::new(ms_u64(ack_wait)),
-                held: Mutex::new(HashMap::new()),
-                timeout,
-            }),
-        })
-    }
-}
-
-async fn get_or_create(context: &Context, config: stream::Config) -> Result<stream::Stream, InboxError> {
-    let name = config.name.clone();
-    context
-        .get_or_create_stream(config)
-        .await
-        .map_err(InboxError::unavailable)?;
-    context.get_stream(name).await.map_err(InboxError::unavailable)
-}
-
 impl JetStreamInbox {
-    /// A builder for the server at `url` (`nats://host:port`, `tls://…`;
-    /// credentials as `nats://user:password@host` or `nats://token@host`).
-    #[must_use]
-    pub fn builder(url: &str) -> JetStreamInboxBuilder {
-        JetStreamInboxBuilder {
-            url: url.to_owned(),
-            stream: "WEBHOOKS".to_owned(),
-            replicas: 1,
-            duplicate_window: Duration::from_secs(120),
-            retention: super::DEFAULT_RETENTION,
-            lease: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(5),
-            command_timeout: Duration::from_secs(5),
-        }
-    }
-
-    /// A builder from an inbox URL: `nats://host:port[/STREAM][?replicas=3&duplicate_window=1h]`
-    /// (the library's `retention` already taken out by [`inbox_from_url`](super::inbox_from_url)).
-    pub(crate) fn builder_from_url(url: &str) -> Result<JetStreamInboxBuilder, ConfigError> {
-        const WHAT: &str = "inbox URL";
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let (scheme, rest) = base.split_once("://").ok_or(ConfigError::Invalid {
-            what: WHAT,
-            reason: "a NATS inbox URL is nats://host:port[/STREAM]",
-        })?;
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let scheme = if scheme.eq_ignore_ascii_case("jetstream") {
-            "nats"
-        } else {
-            scheme
-        };
-        let mut builder = Self::builder(&format!("{scheme}://{authority}"));
-        if !path.is_empty() {
-            builder = builder.stream(path.trim_end_matches('/'));
-        }
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            match name {
-                "replicas" => {
-                    builder.replicas = value.parse().map_err(|_| ConfigError::Invalid {
-                        what: WHAT,
-                        reason: "`replicas` is a number from 1 to 5",
-                    })?;
-                }
-                "duplicate_window" => {
-                    builder.duplicate_window = super::purge::parse_retention(value)
-                        .flatten()
-                        .ok_or(ConfigError::Invalid {
-                            what: WHAT,
-                            reason: "`duplicate_window` is a number with a unit (s, m, h, d)",
-                        })?;
-                }
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        what: WHAT,
-                        reason: "a NATS inbox URL takes `replicas`, `duplicate_window` and `retention`",
-                    });
-                }
-            }
-        }
-        Ok(builder)
-    }
-
     /// Connects with the defaults (stream `WEBHOOKS`).
     ///
     /// # Errors
@@ -446,7 +150,10 @@ impl JetStreamInbox {
         let s = &self.shared;
         let _ = s.context.delete_stream(&s.name).await;
         for suffix in ["DEAD", "DONE", "ACT", "KEYS", "CTL"] {
-            let _ = s.context.delete_stream(format!("{}_{suffix}", s.name)).await;
+            let _ = s
+                .context
+                .delete_stream(format!("{}_{suffix}", s.name))
+                .await;
         }
         Ok(())
     }
@@ -475,16 +182,16 @@ impl Shared {
     async fn count(&self, kind: &str) {
         let minute = to_ms(SystemTime::now()) / 60_000;
         let subject = format!("{}_ACT.{minute}.{kind}", self.name);
-        let _ = self
-            .context
-            .client()
-            .publish(subject, Bytes::new())
-            .await;
+        let _ = self.context.client().publish(subject, Bytes::new()).await;
     }
 
     /// The lease `key` holds for `token`, if this process holds it and its
     /// lease has not run out (then it is forgotten: the server redelivers it).
-    fn held(&self, key: &str, token: ClaimToken) -> Option<(Arc<jetstream::Message>, u32, Arc<Meta>, Bytes)> {
+    fn held(
+        &self,
+        key: &str,
+        token: ClaimToken,
+    ) -> Option<(Arc<jetstream::Message>, u32, Arc<Meta>, Bytes)> {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let entry = held.get(key)?;
         if entry.token != token {
@@ -555,7 +262,11 @@ impl Shared {
             self.ack_wait_ms.store(wanted, Ordering::Relaxed);
             *self.consumer.lock().unwrap_or_else(|e| e.into_inner()) = updated;
         }
-        Ok(self.consumer.lock().unwrap_or_else(|e| e.into_inner()).clone())
+        Ok(self
+            .consumer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone())
     }
 
     async fn is_paused(&self) -> Result<bool, InboxError> {
@@ -591,10 +302,7 @@ impl Shared {
                     out.push(message);
                 }
                 Ok(Err(error))
-                    if matches!(
-                        error.kind(),
-                        stream::RawMessageErrorKind::NoMessageFound
-                    ) =>
+                    if matches!(error.kind(), stream::RawMessageErrorKind::NoMessageFound) =>
                 {
                     break;
                 }
@@ -698,7 +406,10 @@ impl super::Inbox for JetStreamInbox {
     async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
         let s = &self.shared;
         let key = event.stored_key();
-        if last_for(s, &s.keys, s.subject("KEYS", &key)).await?.is_some() {
+        if last_for(s, &s.keys, s.subject("KEYS", &key))
+            .await?
+            .is_some()
+        {
             return Ok(Accepted::Duplicate);
         }
         let meta = Meta {
@@ -721,7 +432,10 @@ impl super::Inbox for JetStreamInbox {
             token(event.event_type.as_deref().unwrap_or(""))
         );
         let ack = s
-            .timed(s.context.publish_with_headers(subject, headers, event.body.clone()))
+            .timed(
+                s.context
+                    .publish_with_headers(subject, headers, event.body.clone()),
+            )
             .await?;
         let ack = s.timed(ack).await?;
         // The record, so that a retry past the duplicate window is still a
@@ -757,7 +471,18 @@ impl super::Inbox for JetStreamInbox {
         // Dead-lettered messages do not fill the batch: fetch again (a few
         // rounds at most) while some were.
         for _ in 0..4 {
-            let buried = s.fetch(&consumer, token, started, lease, max_attempts, wanted - out.len(), &mut out, self).await?;
+            let buried = s
+                .fetch(
+                    &consumer,
+                    token,
+                    started,
+                    lease,
+                    max_attempts,
+                    wanted - out.len(),
+                    &mut out,
+                    self,
+                )
+                .await?;
             if buried == 0 || out.len() >= wanted {
                 break;
             }
@@ -802,7 +527,10 @@ impl super::Inbox for JetStreamInbox {
         headers.insert(META_HEADER, ascii_json(&*meta).as_str());
         let now = Bytes::from(to_ms(SystemTime::now()).to_string());
         let record = s
-            .timed(s.context.publish_with_headers(s.subject("DONE", key), headers, now))
+            .timed(
+                s.context
+                    .publish_with_headers(s.subject("DONE", key), headers, now),
+            )
             .await?;
         let record = s.timed(record).await?;
         if let Err(error) = s.timed(message.double_ack()).await {
@@ -941,7 +669,10 @@ impl super::Inbox for JetStreamInbox {
             token(meta.event_type.as_deref().unwrap_or(""))
         );
         let ack = s
-            .timed(s.context.publish_with_headers(subject, headers, message.payload.clone()))
+            .timed(
+                s.context
+                    .publish_with_headers(subject, headers, message.payload.clone()),
+            )
             .await?;
         let ack = s.timed(ack).await?;
         let _ = s.timed(s.dead.delete_message(message.sequence)).await;
@@ -974,10 +705,15 @@ impl super::Inbox for JetStreamInbox {
             let purged = s.timed(s.done.purge()).await?;
             return Ok(purged.purged);
         };
-        if messages.first().is_some_and(|m| m.sequence == first_kept.sequence) {
+        if messages
+            .first()
+            .is_some_and(|m| m.sequence == first_kept.sequence)
+        {
             return Ok(0);
         }
-        let purged = s.timed(s.done.purge().sequence(first_kept.sequence)).await?;
+        let purged = s
+            .timed(s.done.purge().sequence(first_kept.sequence))
+            .await?;
         Ok(purged.purged)
     }
 
@@ -1017,7 +753,10 @@ impl super::Inbox for JetStreamInbox {
         );
         let subject = format!("{}_CTL.paused", s.name);
         let ack = s
-            .timed(s.context.publish_with_headers(subject, headers, Bytes::from_static(wanted)))
+            .timed(
+                s.context
+                    .publish_with_headers(subject, headers, Bytes::from_static(wanted)),
+            )
             .await?;
         match s.timed(ack).await {
             Ok(_) => Ok(true),
@@ -1237,131 +976,10 @@ async fn last_for(
 ) -> Result<Option<StreamMessage>, InboxError> {
     match tokio::time::timeout(s.timeout, stream.get_last_raw_message_by_subject(&subject)).await {
         Ok(Ok(message)) => Ok(Some(message)),
-        Ok(Err(error)) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(None),
+        Ok(Err(error)) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+            Ok(None)
+        }
         Ok(Err(error)) => Err(InboxError::unavailable(error)),
         Err(_) => Err(InboxError::Timeout),
-    }
-}
-
-fn dead_letter_of(message: &StreamMessage, with_body: bool) -> Option<DeadLetter> {
-    let meta = header_json::<Meta>(&message.headers, META_HEADER)?;
-    let dead = header_json::<Dead>(&message.headers, DEAD_HEADER)?;
-    Some(DeadLetter {
-        meta: event_meta(&meta),
-        attempts: dead.attempts,
-        last_error: dead.last_error,
-        dead_at: super::from_ms(dead.dead_at_ms),
-        body: if with_body {
-            message.payload.clone()
-        } else {
-            Bytes::new()
-        },
-    })
-}
-
-fn header_json<T: serde::de::DeserializeOwned>(headers: &HeaderMap, name: &str) -> Option<T> {
-    serde_json::from_str(headers.get(name)?.as_str()).ok()
-}
-
-fn event_meta(meta: &Meta) -> EventMeta {
-    EventMeta {
-        key: meta.key.clone(),
-        scheme: meta.scheme.clone(),
-        delivery_id: meta.delivery_id.clone(),
-        event_type: meta.event_type.clone(),
-        matched_key: meta.matched_key.clone(),
-        headers: meta.headers.clone(),
-        received_at: super::from_ms(meta.received_at_ms),
-        signed_at: meta.signed_at,
-    }
-}
-
-/// When a completion record was written (its payload: epoch milliseconds).
-fn completed_at(record: &StreamMessage) -> SystemTime {
-    let ms = std::str::from_utf8(&record.payload)
-        .ok()
-        .and_then(|text| text.parse::<i64>().ok())
-        .unwrap_or_else(|| to_ms(time_of(record.time.unix_timestamp_nanos())));
-    super::from_ms(ms)
-}
-
-/// A server time (nanoseconds since the epoch) as a time.
-fn time_of(nanos: i128) -> SystemTime {
-    let ms = nanos.div_euclid(1_000_000);
-    super::from_ms(i64::try_from(ms).unwrap_or(0))
-}
-
-fn ms_u64(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The first 32 hex digits of the key's SHA-256: a subject token and a
-/// key-value key whatever the key holds.
-fn digest(key: &str) -> String {
-    crate::scheme::encode_hex(&Sha256::digest(key.as_bytes())[..16])
-}
-
-/// `text` as one subject token: `A-Z a-z 0-9 _ -` kept, anything else `_`,
-/// at most 64 characters; `_` when empty.
-fn token(text: &str) -> String {
-    let out: String = text
-        .chars()
-        .take(64)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if out.is_empty() { "_".to_owned() } else { out }
-}
-
-/// `value` as JSON with every non-ASCII character escaped (`\uXXXX`): a
-/// NATS header value is one line of ASCII.
-fn ascii_json<T: serde::Serialize>(value: &T) -> String {
-    let text = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
-    if text.is_ascii() {
-        return text;
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_and_json_are_header_safe() {
-        assert_eq!(token("invoice.paid"), "invoice_paid");
-        assert_eq!(token(""), "_");
-        assert_eq!(token("a b*>"), "a_b__");
-        let json = ascii_json(&("é\r\n", 1));
-        assert!(json.is_ascii() && !json.contains('\n'), "{json}");
-        let back: (String, u32) = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.0, "é\r\n");
-        assert_eq!(digest("k").len(), 32);
-    }
-
-    #[test]
-    fn urls_name_the_stream_and_settings() {
-        let b = JetStreamInbox::builder_from_url("nats://127.0.0.1:4222/ORDERS?replicas=3&duplicate_window=1h").unwrap();
-        assert_eq!((b.stream.as_str(), b.replicas), ("ORDERS", 3));
-        assert_eq!(b.duplicate_window, Duration::from_secs(3600));
-        assert_eq!(b.url, "nats://127.0.0.1:4222");
-        assert!(JetStreamInbox::builder_from_url("nats://h?table=x").is_err());
-        assert!(JetStreamInbox::builder_from_url("nats://h?replicas=x").is_err());
     }
 }
