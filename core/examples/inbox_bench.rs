@@ -359,7 +359,9 @@ async fn jetstream(n: usize, batch: u32) -> Option<Row> {
             Some(row)
         }
         _ => {
-            eprintln!("NATS JetStream skipped: cannot connect (NATS, or Redis for the claim column)");
+            eprintln!(
+                "NATS JetStream skipped: cannot connect (NATS, or Redis for the claim column)"
+            );
             None
         }
     }

@@ -8,7 +8,7 @@
 //! | workers' leases | the durable pull consumer `workers` (explicit acks, `ack_wait` = the lease, unlimited redeliveries) |
 //! | dead letters | stream `<S>_DEAD`, subject `<S>_DEAD.<key digest>`, one message per key |
 //! | completions | stream `<S>_DONE`, subject `<S>_DONE.<key digest>`, one message per key, kept for the retention |
-//! | activity | stream `<S>_ACT`, subjects `<S>_ACT.<minute>.<a|c|f>`, kept two hours |
+//! | activity | stream `<S>_ACT`, subjects `<S>_ACT.<minute>.<kind>` (`a`, `c` or `f`), kept two hours |
 //! | the pause flag | stream `<S>_CTL`, subject `<S>_CTL.paused` (set over the last sequence read) |
 //!
 //! **Accept.** A delivery is answered only once the stream's publish
@@ -740,7 +740,7 @@ impl super::Inbox for JetStreamInbox {
         let s = &self.shared;
         let wanted: &'static [u8] = if paused { b"1" } else { b"0" };
         let current = s.pause_flag().await?;
-        if current.map_or(false, |(_, flag)| flag) == paused {
+        if current.is_some_and(|(_, flag)| flag) == paused {
             return Ok(false);
         }
         // Only over the flag as read: of two handles changing it at once,
