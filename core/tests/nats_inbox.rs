@@ -146,3 +146,30 @@ async fn another_process_cannot_settle_a_lease() {
     assert_eq!(other.stats().await.unwrap().completed, 1);
     inbox.delete().await.unwrap();
 }
+
+/// Accepts abandoned at every await point (the request's future dropped:
+/// the sender hung up), then the sender's retries past the duplicate
+/// window: each delivery is in the stream exactly once. A future dropped
+/// after the publish but before the accepted-key record must not let a
+/// late retry publish it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_accepts_are_stored_once() {
+    let Some((inbox, _)) = open(&name()).await else {
+        return;
+    };
+    let count = 60u64;
+    let event = |n: u64| NewEvent::new(format!("webhooks:test:drop_{n}"), "test", "{}");
+    for n in 0..count {
+        // From 0 to about 3 ms: dropped before, during and after the publish.
+        let budget = Duration::from_micros(n * 50);
+        let _ = tokio::time::timeout(budget, inbox.accept(&event(n))).await;
+    }
+    // Past the 1 s duplicate window, every sender retries.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for n in 0..count {
+        inbox.accept(&event(n)).await.unwrap();
+    }
+    let stats = inbox.stats().await.unwrap();
+    assert_eq!(stats.pending, count, "each delivery in the stream once");
+    inbox.delete().await.unwrap();
+}

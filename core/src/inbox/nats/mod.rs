@@ -431,26 +431,35 @@ impl super::Inbox for JetStreamInbox {
             token(&event.scheme),
             token(event.event_type.as_deref().unwrap_or(""))
         );
-        let ack = s
-            .timed(
-                s.context
-                    .publish_with_headers(subject, headers, event.body.clone()),
-            )
-            .await?;
-        let ack = s.timed(ack).await?;
-        // The record, so that a retry past the duplicate window is still a
-        // duplicate; written before the answer (a lost write answers 503
-        // and the sender's retry, a duplicate of the stream, writes it).
-        let value = Bytes::from(ack.sequence.to_string());
-        let record = s
-            .timed(s.context.publish(s.subject("KEYS", &key), value))
-            .await?;
-        s.timed(record).await?;
-        if ack.duplicate {
-            return Ok(Accepted::Duplicate);
-        }
-        s.count("a").await;
-        Ok(Accepted::Stored)
+        // The publish and the accepted-key record run in a task of their
+        // own: a caller that stops waiting (the sender hung up, the request
+        // future dropped) cannot leave a published delivery without its
+        // record, which would let a retry past the duplicate window publish
+        // it again.
+        let shared = Arc::clone(&self.shared);
+        let body = event.body.clone();
+        let stored = tokio::spawn(async move {
+            let s = &shared;
+            let ack = s
+                .timed(s.context.publish_with_headers(subject, headers, body))
+                .await?;
+            let ack = s.timed(ack).await?;
+            // The record, so that a retry past the duplicate window is still
+            // a duplicate; written before the answer (a lost write answers
+            // 503, and the sender's retry, a duplicate of the stream, writes
+            // it).
+            let value = Bytes::from(ack.sequence.to_string());
+            let record = s
+                .timed(s.context.publish(s.subject("KEYS", &key), value))
+                .await?;
+            s.timed(record).await?;
+            if ack.duplicate {
+                return Ok(Accepted::Duplicate);
+            }
+            s.count("a").await;
+            Ok(Accepted::Stored)
+        });
+        stored.await.map_err(InboxError::unavailable)?
     }
 
     async fn lease(
