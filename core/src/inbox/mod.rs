@@ -943,7 +943,7 @@ pub trait Inbox: Send + Sync + 'static {
     /// The flag lives in the inbox's own store: a control table created by
     /// `migrate()` on SQL (`<table>_control`), the key `<prefix>paused` on
     /// Redis, `{<prefix>p<n>}:paused` in each partition's slot on a Redis
-    /// Cluster. While paused,
+    /// Cluster, the subject `<S>_CTL.paused` on JetStream. While paused,
     /// [`lease`](Self::lease) hands out nothing, so workers stop starting
     /// attempts from their next poll; attempts already running finish and
     /// settle normally, and [`accept`](Self::accept) keeps storing
