@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Servers come from `WEBHOOKS_POSTGRES_URL` / `WEBHOOKS_MYSQL_URL` /
-//! `WEBHOOKS_REDIS_URL` / `WEBHOOKS_REDIS_CLUSTER_URL` (see
+//! `WEBHOOKS_REDIS_URL` / `WEBHOOKS_REDIS_CLUSTER_URL` /
+//! `WEBHOOKS_NATS_URL` (feature `nats`: the JetStream inbox on its own
+//! streams, deleted afterwards; see
 //! `support`); a server that is down skips its tests, or fails them under
 //! `CI=true`. Each test works in its own table (or SQLite file).
 //!
