@@ -34,7 +34,7 @@ Examples:
 #[derive(Debug, Args)]
 #[command(after_help = EXAMPLES)]
 pub(crate) struct InboxArgs {
-    /// The inbox's store URL (postgres://, mysql://, sqlite://, redis://…;
+    /// The inbox's store URL (postgres://, mysql://, sqlite://, redis://, nats://…;
     /// see inbox_from_url). Never printed.
     #[arg(
         long,

@@ -18,7 +18,9 @@
 //! `RedisClusterStore`); SQLite uses a temporary file. A backend that cannot
 //! be opened is skipped; `BENCH_ONLY=Redis` runs only the backends whose
 //! name contains that text. Each run uses its own tables or key prefix and
-//! deletes them afterwards.
+//! deletes them afterwards. With the `nats` feature too, the JetStream inbox
+//! runs on `WEBHOOKS_NATS_URL` (default `nats://127.0.0.1:4222`), its own
+//! streams deleted afterwards.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -191,6 +193,10 @@ async fn main() {
     if wanted("Redis Cluster (3 primaries, 16 partitions)") {
         rows.extend(redis_cluster(n, batch).await);
     }
+    #[cfg(feature = "nats")]
+    if wanted("NATS JetStream (R1, file)") {
+        rows.extend(jetstream(n, batch).await);
+    }
     print_table(rows);
 }
 
@@ -317,6 +323,45 @@ async fn redis_single(n: usize, batch: u32) -> Option<Row> {
         }
         _ => {
             eprintln!("Redis skipped: cannot connect");
+            None
+        }
+    }
+}
+
+/// The JetStream inbox (feature `nats`) on its own streams, beside the Redis
+/// dedup store (JetStream has no dedup store of its own: its claim column
+/// is Redis').
+#[cfg(feature = "nats")]
+async fn jetstream(n: usize, batch: u32) -> Option<Row> {
+    let nats_url = env_url("WEBHOOKS_NATS_URL", "nats://127.0.0.1:4222");
+    let redis_url = env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379");
+    let name = format!("BENCH{}", suffix());
+    match (
+        webhooks_core::inbox::JetStreamInbox::builder(&nats_url)
+            .stream(&name)
+            .connect()
+            .await,
+        RedisStore::builder(&redis_url)
+            .key_prefix(format!("bench-{name}:dedup:"))
+            .connect()
+            .await,
+    ) {
+        (Ok(inbox), Ok(dedup)) => {
+            let row = measure(
+                "NATS JetStream (R1, file)",
+                Arc::new(inbox.clone()),
+                Arc::new(dedup),
+                n,
+                batch,
+            )
+            .await;
+            let _ = inbox.delete().await;
+            Some(row)
+        }
+        _ => {
+            eprintln!(
+                "NATS JetStream skipped: cannot connect (NATS, or Redis for the claim column)"
+            );
             None
         }
     }

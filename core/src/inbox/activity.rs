@@ -16,7 +16,10 @@
 //! | SQL | `<table>_activity` (`minute`, `kind` 1 accepted / 2 completed / 3 failed, `slot`, `n`), upserted by row triggers on the inbox table, in the statement that changed the row | one upsert of a small row per transitioned row, in the same statement and transaction: no extra round trip |
 //! | Redis | a hash per minute (`<prefix>m:<minute>`, fields `a`, `c`, `f`), kept 2 hours | one `HINCRBY` inside the operation's script (and an `EXPIRE` when a field is first written in a minute) |
 //! | Redis Cluster | the same hash per partition (in the partition's slot), summed when read | as Redis |
-#![cfg_attr(not(any(feature = "redis", feature = "_sql")), allow(dead_code))]
+#![cfg_attr(
+    not(any(feature = "redis", feature = "_sql", feature = "nats")),
+    allow(dead_code)
+)]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -53,6 +53,7 @@
 //! | [`MySqlInbox`] | `mysql` | `SELECT … FOR UPDATE SKIP LOCKED` then `UPDATE`, one transaction |
 //! | [`RedisInbox`] | `redis` | a Lua script over a hash per event and sorted sets (see its durability note) |
 //! | [`RedisClusterInbox`] | `redis-cluster` | the same scripts over hash-tagged partitions, one script per partition visited |
+//! | [`JetStreamInbox`] | `nats` | a fetch from a durable pull consumer (`ack_wait` = the lease); see its module |
 //!
 //! [`inbox_from_url`] picks one at run time.
 //!
@@ -103,6 +104,10 @@
     not(feature = "redis-cluster"),
     doc = "\n\n[`RedisClusterInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisClusterInbox.html"
 )]
+#![cfg_attr(
+    not(feature = "nats"),
+    doc = "\n\n[`JetStreamInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.JetStreamInbox.html"
+)]
 
 use std::fmt;
 use std::sync::Arc;
@@ -124,6 +129,8 @@ mod sql;
 
 #[cfg(feature = "mysql")]
 mod mysql;
+#[cfg(feature = "nats")]
+mod nats;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -144,6 +151,10 @@ pub use self::redis_cluster::{RedisClusterInbox, RedisClusterInboxBuilder};
 pub use activity::{ACTIVITY_MINUTES, ACTIVITY_RETENTION, Activity, ActivityMinute};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlInbox;
+#[cfg(feature = "nats")]
+pub use nats::{
+    CONSUMER, DEAD_HEADER, JetStreamInbox, JetStreamInboxBuilder, LISTING_SCAN_BUDGET, META_HEADER,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresInbox;
 pub use purge::{DEFAULT_PURGE_INTERVAL, DEFAULT_RETENTION, PurgeTask, purge_floor};
@@ -932,7 +943,7 @@ pub trait Inbox: Send + Sync + 'static {
     /// The flag lives in the inbox's own store: a control table created by
     /// `migrate()` on SQL (`<table>_control`), the key `<prefix>paused` on
     /// Redis, `{<prefix>p<n>}:paused` in each partition's slot on a Redis
-    /// Cluster. While paused,
+    /// Cluster, the subject `<S>_CTL.paused` on JetStream. While paused,
     /// [`lease`](Self::lease) hands out nothing, so workers stop starting
     /// attempts from their next poll; attempts already running finish and
     /// settle normally, and [`accept`](Self::accept) keeps storing
@@ -1051,7 +1062,8 @@ pub trait TransactionalInbox: Inbox + Clone {
     feature = "postgres",
     feature = "mysql",
     feature = "sqlite",
-    feature = "redis"
+    feature = "redis",
+    feature = "nats"
 ))]
 /// Epoch milliseconds as a time.
 pub(crate) fn from_ms(ms: i64) -> SystemTime {
@@ -1079,7 +1091,8 @@ pub(crate) fn millis(d: Duration) -> i64 {
     feature = "postgres",
     feature = "mysql",
     feature = "sqlite",
-    feature = "redis"
+    feature = "redis",
+    feature = "nats"
 ))]
 /// `error` cut to [`MAX_ERROR_LEN`] bytes at a character boundary.
 pub(crate) fn truncate_error(error: &str) -> &str {
@@ -1125,6 +1138,7 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
 /// | `sqlite://path`, `sqlite:path` | [`SqliteInbox`] | `sqlite` |
 /// | `redis://…`, `rediss://…`, `redis+unix://…` | [`RedisInbox`] | `redis` |
 /// | `redis-cluster://host:port[,host:port…]`, `rediss-cluster://…` | [`RedisClusterInbox`] | `redis-cluster` |
+/// | `nats://host:port[/STREAM]`, `tls://…` | [`JetStreamInbox`] | `nats` |
 ///
 /// Query parameters of the library's own (the others reach the driver):
 ///
@@ -1133,6 +1147,8 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
 /// | `table` | the SQL table (two inboxes can share a database) | `webhooks_inbox` |
 /// | `prefix` | the Redis key prefix | `inbox:` |
 /// | `partitions` | the Redis Cluster inbox's partitions (never change it while events are stored) | [`RedisClusterInbox::DEFAULT_PARTITIONS`] (16) |
+/// | `replicas` | the JetStream streams' replicas (NATS only) | 1 |
+/// | `duplicate_window` | the JetStream stream's duplicate window (NATS only): `2m`, `1h` | 2 minutes |
 /// | `retention` | how long completed events are kept: `7d`, `12h`, `30m`, `90` (seconds), or `off`; refused below [`purge_floor`] (the longest provider retry window plus a day: 4 days) without `short_retention=allow` | [`DEFAULT_RETENTION`] (7 days) |
 /// | `short_retention` | `allow`: accept a `retention` below the providers' retry windows (a late retry of a purged delivery runs again) | refused |
 ///
@@ -1183,6 +1199,10 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
     doc = "\n\n[`DEFAULT_INBOX_TABLE`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/constant.DEFAULT_INBOX_TABLE.html"
 )]
 #[cfg_attr(
+    not(feature = "nats"),
+    doc = "\n\n[`JetStreamInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.JetStreamInbox.html"
+)]
+#[cfg_attr(
     not(feature = "redis-cluster"),
     doc = "\n\n[`RedisClusterInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisClusterInbox.html\n[`RedisClusterInbox::DEFAULT_PARTITIONS`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisClusterInbox.html#associatedconstant.DEFAULT_PARTITIONS"
 )]
@@ -1225,8 +1245,18 @@ pub async fn inbox_from_url(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
         }
     }
     let cluster = matches!(scheme.as_str(), "redis-cluster" | "rediss-cluster");
-    let sql = !cluster && !matches!(scheme.as_str(), "redis" | "rediss" | "redis+unix" | "unix");
-    if (sql && options.prefix.is_some()) || (!sql && options.table.is_some()) {
+    let nats = matches!(scheme.as_str(), "nats" | "tls" | "jetstream");
+    if nats && (options.prefix.is_some() || options.table.is_some() || options.partitions.is_some())
+    {
+        return Err(ConfigError::Invalid {
+            what: WHAT,
+            reason: "a NATS inbox is named by the URL's path (nats://host:port/STREAM), not `table` or `prefix`",
+        }
+        .into());
+    }
+    let sql =
+        !cluster && !nats && !matches!(scheme.as_str(), "redis" | "rediss" | "redis+unix" | "unix");
+    if (sql && options.prefix.is_some()) || (!sql && !nats && options.table.is_some()) {
         return Err(ConfigError::Invalid {
             what: WHAT,
             reason: "`table` is for the SQL inboxes, `prefix` for Redis",
@@ -1254,6 +1284,7 @@ pub async fn inbox_from_url(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
         "sqlite" => sqlite(url, table).await?,
         "redis" | "rediss" | "redis+unix" | "unix" => redis_inbox(url, prefix).await?,
         "redis-cluster" | "rediss-cluster" => redis_cluster_inbox(url, prefix, partitions).await?,
+        "nats" | "tls" | "jetstream" => nats_inbox(url, retention).await?,
         _ => {
             return Err(ConfigError::Invalid {
                 what: WHAT,
@@ -1372,6 +1403,21 @@ async fn redis_cluster_inbox(
 ) -> Result<Arc<dyn Inbox>, OpenError> {
     Err(feature_off(
         "redis-cluster:// needs webhooks-core's `redis-cluster` feature",
+    ))
+}
+
+#[cfg(feature = "nats")]
+async fn nats_inbox(url: &str, retention: Option<Duration>) -> Result<Arc<dyn Inbox>, OpenError> {
+    let mut builder = JetStreamInbox::builder_from_url(url)?;
+    // `retention=off`: kept until purged (a zero age is no limit to JetStream).
+    builder = builder.retention(retention.unwrap_or(Duration::ZERO));
+    Ok(Arc::new(builder.connect().await?))
+}
+
+#[cfg(not(feature = "nats"))]
+async fn nats_inbox(_: &str, _: Option<Duration>) -> Result<Arc<dyn Inbox>, OpenError> {
+    Err(feature_off(
+        "nats:// needs webhooks-core's `nats` feature (tower-webhooks and actix-webhooks forward it)",
     ))
 }
 

@@ -12,6 +12,7 @@
 //! | `WEBHOOKS_REDIS_CLUSTER_URL` | `redis://127.0.0.1:7000` (a node of the cluster `.ci/redis-cluster` starts) |
 //! | `WEBHOOKS_POSTGRES_URL` | `postgres://postgres@127.0.0.1:5432/test` |
 //! | `WEBHOOKS_MYSQL_URL` | `mysql://root@127.0.0.1:3306/test` |
+//! | `WEBHOOKS_NATS_URL` | `nats://127.0.0.1:4222` (JetStream enabled) |
 //!
 //! A service that does not accept a TCP connection makes the helper return
 //! `None` (the test then skips, saying so on stderr), except under `CI=true`,
@@ -72,6 +73,11 @@ pub async fn mysql_url() -> Option<String> {
         "mysql://root@127.0.0.1:3306/test",
     )
     .await
+}
+
+/// The NATS (JetStream) URL, if the server accepts connections.
+pub async fn nats_url() -> Option<String> {
+    service_url("NATS", "WEBHOOKS_NATS_URL", "nats://127.0.0.1:4222").await
 }
 
 /// `env`'s value (or `default`) if its host accepts a TCP connection within
