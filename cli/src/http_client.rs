@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
-use hyper::client::conn::http1::SendRequest;
+use std::future::Future as _;
+use std::pin::Pin;
+
+use hyper::client::conn::http1::{Connection, SendRequest};
 use hyper_util::rt::TokioIo;
 
 use crate::error::Failure;
@@ -48,7 +51,7 @@ pub(crate) enum Prepared {
 pub(crate) struct Sender {
     target: Target,
     timeout: Duration,
-    connection: Option<SendRequest<Full<Bytes>>>,
+    connection: Option<Open>,
 }
 
 impl Sender {
@@ -147,23 +150,45 @@ impl Sender {
         let started = Instant::now();
         let timeout = self.timeout;
         let exchange = async {
-            let connection = self.ready(&addrs).await?;
-            let response = connection
-                .send_request(outgoing)
-                .await
-                .map_err(|e| hyper_reason(&e))?;
-            let status = response.status().as_u16();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| hyper_reason(&e))?
-                .to_bytes();
-            Ok::<_, String>((status, body))
+            let Open { requests, driver } = self.open(&addrs).await?;
+            // The connection is driven here, in the sender's own task, not
+            // in a task of its own: no wake-up crosses tasks per request.
+            let exchange = async {
+                requests.ready().await.map_err(|e| hyper_reason(&e))?;
+                let response = requests
+                    .send_request(outgoing)
+                    .await
+                    .map_err(|e| hyper_reason(&e))?;
+                let status = response.status().as_u16();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| hyper_reason(&e))?
+                    .to_bytes();
+                Ok::<_, String>((status, body))
+            };
+            tokio::pin!(exchange);
+            tokio::select! {
+                biased;
+                answer = &mut exchange => answer.map(|answer| (answer, false)),
+                closed = driver.as_mut() => match closed {
+                    // Closed after answering (`Connection: close`, or a
+                    // refusal the server closes on): the answer is in. The
+                    // driver is done, so this cannot wait.
+                    Ok(()) => exchange.await.map(|answer| (answer, true)),
+                    Err(e) => Err(hyper_reason(&e)),
+                },
+            }
         };
         let outcome = tokio::time::timeout(timeout, exchange).await;
         let (status, body) = match outcome {
-            Ok(Ok(answer)) => answer,
+            Ok(Ok((answer, closed))) => {
+                if closed {
+                    self.connection = None;
+                }
+                answer
+            }
             Ok(Err(reason)) => {
                 self.connection = None;
                 return Err(reason);
@@ -184,15 +209,15 @@ impl Sender {
         })
     }
 
-    /// The open connection, ready for a request; a new one when there is
-    /// none or the server closed it (nothing was sent on it yet, so
-    /// nothing is sent twice).
-    async fn ready(
-        &mut self,
-        addrs: &[SocketAddr],
-    ) -> Result<&mut SendRequest<Full<Bytes>>, String> {
-        if let Some(connection) = &mut self.connection {
-            if connection.ready().await.is_err() {
+    /// The open connection; a new one when there is none or the server
+    /// closed it (nothing was sent on it yet, so nothing is sent twice).
+    async fn open(&mut self, addrs: &[SocketAddr]) -> Result<&mut Open, String> {
+        if let Some(open) = &mut self.connection {
+            let closed = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(open.driver.as_mut().poll(cx).is_ready())
+            })
+            .await;
+            if closed {
                 self.connection = None;
             }
         }
@@ -205,19 +230,28 @@ impl Sender {
     }
 }
 
+/// An open HTTP/1.1 connection: where requests go in, and the future that
+/// drives the connection (polled while a request is in flight).
+struct Open {
+    requests: SendRequest<Full<Bytes>>,
+    driver: Pin<Box<Connection<TokioIo<tokio::net::TcpStream>, Full<Bytes>>>>,
+}
+
 /// A new HTTP/1.1 connection to the first address that answers.
-async fn connect(addrs: &[SocketAddr]) -> Result<SendRequest<Full<Bytes>>, String> {
+async fn connect(addrs: &[SocketAddr]) -> Result<Open, String> {
     let mut last = None;
     for addr in addrs {
         match tokio::net::TcpStream::connect(addr).await {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
-                let (sender, connection) =
+                let (requests, driver) =
                     hyper::client::conn::http1::handshake(TokioIo::new(stream))
                         .await
                         .map_err(|e| hyper_reason(&e))?;
-                tokio::spawn(connection);
-                return Ok(sender);
+                return Ok(Open {
+                    requests,
+                    driver: Box::pin(driver),
+                });
             }
             Err(e) => last = Some(e),
         }
