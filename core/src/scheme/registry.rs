@@ -284,9 +284,9 @@ pub const SCHEMES: &[SchemeInfo] = &[
 ];
 
 /// Amazon SNS (and SES, Amazon's other services, through it): [`signer`]
-/// signs its messages ([`sns::TestSigner`](super::sns::TestSigner); the key
+/// signs its messages (`scheme::sns::TestSigner`, feature `sns`; the key
 /// a PKCS#8 RSA private key, the receiver pins its certificate), but
-/// [`verifier`] does not build it: [`Sns`](super::Sns) verifies
+/// [`verifier`] does not build it: `scheme::Sns` verifies
 /// asynchronously, with the certificates it fetches from AWS, so it is
 /// built with its own builder and a certificate fetcher. Not in
 /// [`SCHEMES`], which lists the schemes both build; [`find`] knows it.
@@ -410,10 +410,10 @@ pub struct SchemeOptions {
     /// [`SchemeInfo::default_tolerance`]).
     pub tolerance: Option<Duration>,
     /// [`SNS`]: the certificate URL the signer names (default:
-    /// [`TEST_CERTIFICATE_URL`](super::sns::TEST_CERTIFICATE_URL)).
+    /// `scheme::sns::TEST_CERTIFICATE_URL`).
     pub certificate_url: Option<String>,
     /// [`SNS`]: the topic the signer publishes to (default:
-    /// [`TEST_TOPIC_ARN`](super::sns::TEST_TOPIC_ARN)).
+    /// `scheme::sns::TEST_TOPIC_ARN`).
     pub topic_arn: Option<String>,
 }
 
