@@ -502,7 +502,10 @@ mod tests {
         let handler = |_parts, _delivery| sized::<296, _>(204_u16);
         let work = receiver.receive_work(parts(), read, handler, |status| *status);
         let size = std::mem::size_of_val(&work);
-        assert!(size <= 900, "the boxed work is {size} bytes");
+        // 904 bytes since the refusal and response-budget changes: with the
+        // real route future (24 bytes above this test's handler) 928, under
+        // the 1,032-byte cache with room to spare.
+        assert!(size <= 912, "the boxed work is {size} bytes");
         let larger = || sized::<200, _>(Ok(Bytes::new()));
         let work = receiver.receive_work(parts(), larger, handler, |status| *status);
         assert_eq!(std::mem::size_of_val(&work), size, "the read's size counts");
