@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::hash::BuildHasher as _;
+use std::num::NonZeroU64;
 
 use foldhash::quality::RandomState;
 use std::collections::HashMap;
@@ -35,11 +36,14 @@ type Ms = u64;
 
 #[derive(Clone, Copy, Debug)]
 enum State {
-    /// Claimed by `token`; takeover-able from `lease_end`, dropped at `keep_until`.
+    /// Claimed by `token`; takeover-able from `lease_end`, dropped at
+    /// `keep_until` (never zero: at least [`IN_FLIGHT_GRACE`] after the
+    /// epoch; the compiler keeps the variant's tag in that zero, and a
+    /// state takes 32 bytes instead of 40).
     InFlight {
         token: [u64; 2],
         lease_end: Ms,
-        keep_until: Ms,
+        keep_until: NonZeroU64,
     },
     /// Processed; remembered until `until`.
     Completed { until: Ms },
@@ -53,41 +57,46 @@ struct Slot {
     stamp: u64,
 }
 
-/// A key in a shard's table, with its hash (computed once per operation:
-/// lookups, inserts and the table's growth reuse it).
-struct Entry {
-    key: Arc<str>,
+/// What the store keeps of a key: two 64-bit hashes under the store's own
+/// random seeds, foldhash's (the table's buckets and the shard) and
+/// SipHash-1-3's (std's keyed hash, a pseudo-random function of the key
+/// while its seed is secret). Two keys are one only if both agree: for
+/// distinct keys, SipHash's alone collide with a probability of about
+/// 2^-64 a pair, about 3 in 100 million over a full store of a million
+/// keys, and foldhash's must collide too. The key itself is not kept: no
+/// allocation per key, 16 bytes in place of a pointer, a length, a
+/// reference count and the text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Digest {
     hash: u64,
+    check: u64,
+}
+
+/// A key in a shard's table.
+struct Entry {
+    digest: Digest,
     slot: Slot,
 }
 
 /// A key's place in one of a shard's queues, with the deadline its state had
 /// when queued (so that a sweep finds nothing to do without a lookup).
 struct Queued {
-    key: Arc<str>,
-    hash: u64,
+    digest: Digest,
     stamp: u64,
     deadline: Ms,
-}
-
-/// Whether `entry` holds `key`: the same allocation (a queue entry and its
-/// table entry share it) or, failing that, the same text.
-fn holds(entry: &Entry, key: &str) -> bool {
-    (std::ptr::eq(entry.key.as_ptr(), key.as_ptr()) && entry.key.len() == key.len())
-        || *entry.key == *key
 }
 
 /// Sets `entry` (found by the caller's one lookup) to `state` under a fresh
 /// stamp from `next_stamp`: what [`Shard::enqueue`] then takes (the key, the
 /// new slot, the former one).
-fn restamp(next_stamp: &mut u64, entry: &mut Entry, state: State) -> (Arc<str>, Slot, Slot) {
+fn restamp(next_stamp: &mut u64, entry: &mut Entry, state: State) -> (Slot, Slot) {
     let previous = entry.slot;
     *next_stamp += 1;
     entry.slot = Slot {
         state,
         stamp: *next_stamp,
     };
-    (Arc::clone(&entry.key), entry.slot, previous)
+    (entry.slot, previous)
 }
 
 /// One shard: the map, and two queues of its keys in the order they will be
@@ -130,7 +139,7 @@ impl State {
     /// When the state may be dropped.
     fn deadline(self) -> Ms {
         match self {
-            Self::InFlight { keep_until, .. } => keep_until,
+            Self::InFlight { keep_until, .. } => keep_until.get(),
             Self::Completed { until } => until,
         }
     }
@@ -158,13 +167,13 @@ impl Shard {
         }
     }
 
-    fn get(&self, hash: u64, key: &str) -> Option<&Entry> {
-        self.table.find(hash, |e| holds(e, key))
+    fn get(&self, digest: Digest) -> Option<&Entry> {
+        self.table.find(digest.hash, |e| e.digest == digest)
     }
 
     /// Whether `entry` is the current queue entry of a live `kind` slot.
     fn is_current(&self, entry: &Queued, kind: Kind) -> bool {
-        self.get(entry.hash, &entry.key)
+        self.get(entry.digest)
             .is_some_and(|e| e.slot.stamp == entry.stamp && e.slot.state.kind() == kind)
     }
 
@@ -198,10 +207,10 @@ impl Shard {
         }
     }
 
-    /// Queues `key` (its table entry set to `slot` already) last in its
-    /// state's queue, keeping the live counts right; `previous` is the
-    /// entry's former slot, if it had one.
-    fn enqueue(&mut self, hash: u64, key: Arc<str>, slot: Slot, previous: Option<Slot>) {
+    /// Queues the key of `digest` (its table entry set to `slot` already)
+    /// last in its state's queue, keeping the live counts right; `previous`
+    /// is the entry's former slot, if it had one.
+    fn enqueue(&mut self, digest: Digest, slot: Slot, previous: Option<Slot>) {
         if let Some(previous) = previous {
             *self.live_mut(previous.state.kind()) -= 1;
             self.unqueue_last(previous);
@@ -209,33 +218,28 @@ impl Shard {
         let kind = slot.state.kind();
         *self.live_mut(kind) += 1;
         self.queue(kind).push_back(Queued {
-            key,
-            hash,
+            digest,
             stamp: slot.stamp,
             deadline: slot.state.deadline(),
         });
         self.compact(kind);
     }
 
-    /// Adds `key`, absent from the table, in `state`, and queues it.
-    fn insert(&mut self, hash: u64, key: &str, state: State) {
-        let key: Arc<str> = Arc::from(key);
+    /// Adds the key of `digest`, absent from the table, in `state`, and
+    /// queues it.
+    fn insert(&mut self, digest: Digest, state: State) {
         self.next_stamp += 1;
         let slot = Slot {
             state,
             stamp: self.next_stamp,
         };
-        let entry = Entry {
-            key: Arc::clone(&key),
-            hash,
-            slot,
-        };
-        self.table.insert_unique(hash, entry, |e| e.hash);
-        self.enqueue(hash, key, slot, None);
+        self.table
+            .insert_unique(digest.hash, Entry { digest, slot }, |e| e.digest.hash);
+        self.enqueue(digest, slot, None);
     }
 
-    fn remove(&mut self, hash: u64, key: &str) {
-        if let Ok(found) = self.table.find_entry(hash, |e| holds(e, key)) {
+    fn remove(&mut self, digest: Digest) {
+        if let Ok(found) = self.table.find_entry(digest.hash, |e| e.digest == digest) {
             let (entry, _) = found.remove();
             *self.live_mut(entry.slot.state.kind()) -= 1;
             self.unqueue_last(entry.slot);
@@ -273,7 +277,7 @@ impl Shard {
                     break;
                 };
                 if self.is_current(&front, kind) {
-                    self.remove(front.hash, &front.key);
+                    self.remove(front.digest);
                 }
             }
         }
@@ -285,12 +289,12 @@ impl Shard {
     fn evict_one(&mut self, now: Ms) -> bool {
         while let Some(front) = self.completed.pop_front() {
             if self.is_current(&front, Kind::Completed) {
-                self.remove(front.hash, &front.key);
+                self.remove(front.digest);
                 return true;
             }
         }
         let position = self.in_flight.iter().position(|queued| {
-            self.get(queued.hash, &queued.key).is_some_and(|e| {
+            self.get(queued.digest).is_some_and(|e| {
                 e.slot.stamp == queued.stamp
                     && matches!(e.slot.state,
                         State::InFlight { lease_end, .. } if lease_end <= now)
@@ -298,7 +302,7 @@ impl Shard {
         });
         match position.and_then(|i| self.in_flight.remove(i)) {
             Some(queued) => {
-                self.remove(queued.hash, &queued.key);
+                self.remove(queued.digest);
                 true
             }
             None => false,
@@ -353,10 +357,13 @@ struct Inner {
     shards: Box<[Mutex<Shard>]>,
     /// Keys per shard.
     shard_capacity: usize,
-    /// foldhash, seeded at random per store: a few times faster than std's
-    /// SipHash on these short keys, and only verified deliveries (senders
-    /// holding the secret) choose keys.
+    /// foldhash, seeded at random per store: the table's hash (a few times
+    /// faster than std's SipHash on these short keys, and only verified
+    /// deliveries, from senders holding the secret, choose keys).
     hasher: RandomState,
+    /// std's SipHash-1-3, seeded at random per store: the second half of
+    /// each key's [`Digest`].
+    check: std::hash::RandomState,
     epoch: Instant,
 }
 
@@ -410,6 +417,7 @@ impl MemoryStore {
                     .collect(),
                 shard_capacity,
                 hasher: RandomState::default(),
+                check: std::hash::RandomState::new(),
                 epoch: Instant::now(),
             }),
         }
@@ -432,14 +440,18 @@ impl MemoryStore {
         millis(self.inner.epoch.elapsed())
     }
 
-    /// The key's hash, and its shard, locked.
-    fn shard(&self, key: &str) -> (u64, MutexGuard<'_, Shard>) {
+    /// The key's digest, and its shard, locked.
+    fn shard(&self, key: &str) -> (Digest, MutexGuard<'_, Shard>) {
         let shards = &self.inner.shards;
         // Bits 32 and up pick the shard; the table inside uses the lowest
         // bits for its buckets and the top 7 as tags.
         let hash = self.inner.hasher.hash_one(key);
+        let digest = Digest {
+            hash,
+            check: self.inner.check.hash_one(key),
+        };
         let index = (hash >> 32) as usize & (shards.len() - 1);
-        (hash, lock(&shards[index]))
+        (digest, lock(&shards[index]))
     }
 
     /// Applies `next` to the key's in-flight state if `token` holds it, even
@@ -452,22 +464,22 @@ impl MemoryStore {
         next: impl FnOnce(Ms) -> Option<State>,
     ) -> Transition {
         let now = self.now();
-        let (hash, mut guard) = self.shard(key);
+        let (digest, mut guard) = self.shard(key);
         let shard = &mut *guard;
-        let Some(entry) = shard.table.find_mut(hash, |e| holds(e, key)) else {
+        let Some(entry) = shard.table.find_mut(digest.hash, |e| e.digest == digest) else {
             return Transition::Stale;
         };
         let held = matches!(entry.slot.state,
-            State::InFlight { token: t, keep_until, .. } if t == split(token) && keep_until > now);
+            State::InFlight { token: t, keep_until, .. } if t == split(token) && keep_until.get() > now);
         if !held {
             return Transition::Stale;
         }
         match next(now) {
             Some(state) => {
-                let (stored, slot, previous) = restamp(&mut shard.next_stamp, entry, state);
-                shard.enqueue(hash, stored, slot, Some(previous));
+                let (slot, previous) = restamp(&mut shard.next_stamp, entry, state);
+                shard.enqueue(digest, slot, Some(previous));
             }
-            None => shard.remove(hash, key),
+            None => shard.remove(digest),
         }
         Transition::Applied
     }
@@ -537,7 +549,8 @@ fn in_flight(token: ClaimToken, lease: Duration, now: Ms) -> State {
     State::InFlight {
         token: split(token),
         lease_end,
-        keep_until: lease_end.saturating_add(lease.max(millis(IN_FLIGHT_GRACE))),
+        keep_until: NonZeroU64::new(lease_end.saturating_add(lease.max(millis(IN_FLIGHT_GRACE))))
+            .unwrap_or(NonZeroU64::MAX),
     }
 }
 
@@ -549,10 +562,10 @@ impl MemoryStore {
         lease: Duration,
     ) -> Result<Claim, StoreError> {
         let now = self.now();
-        let (hash, mut guard) = self.shard(key);
+        let (digest, mut guard) = self.shard(key);
         let shard = &mut *guard;
         shard.sweep(now);
-        if let Some(entry) = shard.table.find_mut(hash, |e| holds(e, key)) {
+        if let Some(entry) = shard.table.find_mut(digest.hash, |e| e.digest == digest) {
             let (state, stamp) = (entry.slot.state, entry.slot.stamp);
             return match state {
                 State::InFlight { lease_end, .. } if lease_end > now => Ok(Claim::InFlight {
@@ -566,16 +579,16 @@ impl MemoryStore {
                         .back()
                         .is_none_or(|last| last.stamp != stamp)
                     {
-                        let (stored, slot, previous) = restamp(&mut shard.next_stamp, entry, state);
-                        shard.enqueue(hash, stored, slot, Some(previous));
+                        let (slot, previous) = restamp(&mut shard.next_stamp, entry, state);
+                        shard.enqueue(digest, slot, Some(previous));
                     }
                     Ok(Claim::Completed)
                 }
                 // A lease that ran out (takeover) or a retention that did.
                 _ => {
                     let claimed = in_flight(token, lease, now);
-                    let (stored, slot, previous) = restamp(&mut shard.next_stamp, entry, claimed);
-                    shard.enqueue(hash, stored, slot, Some(previous));
+                    let (slot, previous) = restamp(&mut shard.next_stamp, entry, claimed);
+                    shard.enqueue(digest, slot, Some(previous));
                     Ok(Claim::Claimed)
                 }
             };
@@ -583,7 +596,7 @@ impl MemoryStore {
         if shard.table.len() >= self.inner.shard_capacity && !shard.evict_one(now) {
             return Err(StoreError::unavailable(Full));
         }
-        shard.insert(hash, key, in_flight(token, lease, now));
+        shard.insert(digest, in_flight(token, lease, now));
         Ok(Claim::Claimed)
     }
 
