@@ -23,6 +23,54 @@ pub(crate) enum Client {
     Api,
 }
 
+/// Where a request says it was sent to: its host (`Host`, or HTTP/2's
+/// `:authority` from the adapter) and the scheme the adapter knows. The
+/// console's and the admin API's requests both carry one, and check it with
+/// [`Site::check`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Site<'a> {
+    pub(crate) host: Option<&'a str>,
+    pub(crate) scheme: Option<&'a str>,
+}
+
+impl<'a> Site<'a> {
+    /// The site of a request with these headers: its `Host`, no scheme.
+    pub(crate) fn of(headers: &'a HeaderMap) -> Self {
+        Self {
+            host: headers
+                .get(http::header::HOST)
+                .and_then(|v| v.to_str().ok()),
+            scheme: None,
+        }
+    }
+
+    /// `host` in place of the `Host` header's, when the adapter has one.
+    pub(crate) fn with_host(mut self, host: Option<&'a str>) -> Self {
+        if host.is_some() {
+            self.host = host;
+        }
+        self
+    }
+
+    /// `scheme`, when the adapter knows it.
+    pub(crate) fn with_scheme(mut self, scheme: Option<&'a str>) -> Self {
+        if scheme.is_some() {
+            self.scheme = scheme;
+        }
+        self
+    }
+
+    /// [`check_origin`] against this site.
+    pub(crate) fn check(
+        self,
+        headers: &HeaderMap,
+        allowed: &[String],
+        client: Client,
+    ) -> Result<(), &'static str> {
+        check_origin(headers, self.scheme, self.host, allowed, client)
+    }
+}
+
 /// Refuses a request a browser marks as coming from another site: a
 /// `Sec-Fetch-Site` other than `same-origin` (or `none`, for
 /// [`Client::Api`]), or an `Origin` that is neither the request's own nor

@@ -93,8 +93,7 @@ pub struct ConsoleRequest<'a> {
     headers: &'a HeaderMap,
     body: &'a [u8],
     base: &'a str,
-    host: Option<&'a str>,
-    scheme: Option<&'a str>,
+    site: crate::cross_site::Site<'a>,
 }
 
 impl fmt::Debug for ConsoleRequest<'_> {
@@ -106,8 +105,8 @@ impl fmt::Debug for ConsoleRequest<'_> {
             .field("query", &self.query)
             .field("body_len", &self.body.len())
             .field("base", &self.base)
-            .field("host", &self.host)
-            .field("scheme", &self.scheme)
+            .field("host", &self.site.host)
+            .field("scheme", &self.site.scheme)
             .finish_non_exhaustive()
     }
 }
@@ -123,7 +122,6 @@ impl<'a> ConsoleRequest<'a> {
         headers: &'a HeaderMap,
         body: &'a [u8],
     ) -> Self {
-        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
         Self {
             method,
             path,
@@ -131,8 +129,7 @@ impl<'a> ConsoleRequest<'a> {
             headers,
             body,
             base: "",
-            host,
-            scheme: None,
+            site: crate::cross_site::Site::of(headers),
         }
     }
 
@@ -148,9 +145,7 @@ impl<'a> ConsoleRequest<'a> {
     /// (HTTP/2's `:authority`): the `Origin` check compares against it.
     #[must_use]
     pub fn host(mut self, host: Option<&'a str>) -> Self {
-        if host.is_some() {
-            self.host = host;
-        }
+        self.site = self.site.with_host(host);
         self
     }
 
@@ -160,9 +155,7 @@ impl<'a> ConsoleRequest<'a> {
     /// otherwise. Unknown, only `host[:port]` is compared.
     #[must_use]
     pub fn scheme(mut self, scheme: Option<&'a str>) -> Self {
-        if scheme.is_some() {
-            self.scheme = scheme;
-        }
+        self.site = self.site.with_scheme(scheme);
         self
     }
 }
@@ -412,10 +405,8 @@ impl Console {
                 if !admin {
                     return forbidden(base, "Read-only access: actions are not allowed.");
                 }
-                if let Err(reason) = crate::cross_site::check_origin(
+                if let Err(reason) = request.site.check(
                     request.headers,
-                    request.scheme,
-                    request.host,
                     &self.inner.allowed_origins,
                     crate::cross_site::Client::Browser,
                 ) {

@@ -71,10 +71,8 @@ pub(super) fn admit(
         Some(Access::ReadOnly(who)) => (who, false),
     };
     if !method.is_safe() {
-        cross_site::check_origin(
+        request.site.check(
             request.headers,
-            request.scheme,
-            request.host,
             &config.allowed_origins,
             cross_site::Client::Api,
         )?;

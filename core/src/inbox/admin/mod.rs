@@ -136,8 +136,7 @@ pub struct AdminRequest<'a> {
     path: &'a str,
     query: Option<&'a str>,
     headers: &'a HeaderMap,
-    host: Option<&'a str>,
-    scheme: Option<&'a str>,
+    site: crate::cross_site::Site<'a>,
 }
 
 impl fmt::Debug for AdminRequest<'_> {
@@ -147,8 +146,8 @@ impl fmt::Debug for AdminRequest<'_> {
             .field("method", self.method)
             .field("path", &self.path)
             .field("query", &self.query)
-            .field("host", &self.host)
-            .field("scheme", &self.scheme)
+            .field("host", &self.site.host)
+            .field("scheme", &self.site.scheme)
             .finish_non_exhaustive()
     }
 }
@@ -164,14 +163,12 @@ impl<'a> AdminRequest<'a> {
         query: Option<&'a str>,
         headers: &'a HeaderMap,
     ) -> Self {
-        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
         Self {
             method,
             path,
             query,
             headers,
-            host,
-            scheme: None,
+            site: crate::cross_site::Site::of(headers),
         }
     }
 
@@ -179,9 +176,7 @@ impl<'a> AdminRequest<'a> {
     /// (HTTP/2's `:authority`): the `Origin` check compares against it.
     #[must_use]
     pub fn host(mut self, host: Option<&'a str>) -> Self {
-        if host.is_some() {
-            self.host = host;
-        }
+        self.site = self.site.with_host(host);
         self
     }
 
@@ -191,9 +186,7 @@ impl<'a> AdminRequest<'a> {
     /// otherwise. Unknown, only `host[:port]` is compared.
     #[must_use]
     pub fn scheme(mut self, scheme: Option<&'a str>) -> Self {
-        if scheme.is_some() {
-            self.scheme = scheme;
-        }
+        self.site = self.site.with_scheme(scheme);
         self
     }
 }
