@@ -50,6 +50,8 @@
 //! 256 KiB default).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Library code never unwraps: an invariant it relies on is an `expect` that says why.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 #[cfg(feature = "console")]
 mod console;

@@ -6,6 +6,8 @@
 //! Exit codes: `0` success, `1` the check failed (a delivery refused, a
 //! request that does not verify), `2` usage or connection error.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 mod body;
 mod capture;
 mod error;

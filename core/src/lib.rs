@@ -24,6 +24,8 @@
 //! [`actix-webhooks`]: https://docs.rs/actix-webhooks
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Library code never unwraps: an invariant it relies on is an `expect` that says why.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod body;
 #[cfg(feature = "console")]

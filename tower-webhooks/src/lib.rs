@@ -43,6 +43,8 @@
 //! pass it to [`WebhookLayer::from_receiver`].
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Library code never unwraps: an invariant it relies on is an `expect` that says why.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 #[cfg(feature = "console")]
 mod console;
