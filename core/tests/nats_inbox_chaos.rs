@@ -34,7 +34,8 @@
 //! under `NATS_CLUSTER_DIR`, default `/tmp/webhooks-nats-cluster`), and
 //! restores the cluster with `.ci/nats-cluster start` after each kill and at
 //! the end, also when the test fails. Without the cluster it skips, saying
-//! so; under `CI=true` it fails. `CHAOS_DELIVERIES` (default 2,000),
+//! so; under `CI=true` it fails (and so does an unset
+//! `WEBHOOKS_NATS_CLUSTER_URL`, which `.ci/run` exports). `CHAOS_DELIVERIES` (default 2,000),
 //! `CHAOS_PACE_MS` (a new delivery every 25 ms) and `CHAOS_KILLS` (default
 //! 4) change the run.
 
@@ -108,6 +109,12 @@ impl Drop for Restore {
 /// The cluster's URL if its servers accept connections and are nodes
 /// `.ci/nats-cluster` manages; otherwise a skip (a failure under CI).
 async fn cluster_url() -> Option<String> {
+    // `.ci/run` exports it: under CI its absence is a broken setup, not a
+    // reason to guess.
+    assert!(
+        !support::ci() || std::env::var_os("WEBHOOKS_NATS_CLUSTER_URL").is_some(),
+        "WEBHOOKS_NATS_CLUSTER_URL is not set, and CI=true (.ci/run sets it after .ci/nats-cluster start)"
+    );
     let url = std::env::var("WEBHOOKS_NATS_CLUSTER_URL").unwrap_or_else(|_| DEFAULT_URL.into());
     let skip = |message: String| {
         assert!(
