@@ -1138,7 +1138,7 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
 /// | `sqlite://path`, `sqlite:path` | [`SqliteInbox`] | `sqlite` |
 /// | `redis://…`, `rediss://…`, `redis+unix://…` | [`RedisInbox`] | `redis` |
 /// | `redis-cluster://host:port[,host:port…]`, `rediss-cluster://…` | [`RedisClusterInbox`] | `redis-cluster` |
-/// | `nats://host:port[/STREAM]`, `tls://…` | [`JetStreamInbox`] | `nats` |
+/// | `nats://host:port[,host:port…][/STREAM]`, `tls://…` | [`JetStreamInbox`] | `nats` |
 ///
 /// Query parameters of the library's own (the others reach the driver):
 ///

@@ -126,10 +126,22 @@ impl JetStreamInboxBuilder {
             }
             .into());
         }
+        // One server, or several separated by commas (the servers of a
+        // cluster: the client connects to one of them, and moves to another
+        // when it fails).
+        let servers = self
+            .url
+            .split(',')
+            .map(|server| server.trim().parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| ConfigError::Invalid {
+                what: "JetStream inbox",
+                reason: "a server is nats://host:port (several separated by commas)",
+            })?;
         let client = async_nats::ConnectOptions::new()
             .connection_timeout(self.connect_timeout)
             .request_timeout(Some(self.command_timeout))
-            .connect(self.url.as_str())
+            .connect(servers.as_slice())
             .await
             .map_err(InboxError::unavailable)?;
         let context = jetstream::new(client);
@@ -235,7 +247,10 @@ async fn get_or_create(
 
 impl JetStreamInbox {
     /// A builder for the server at `url` (`nats://host:port`, `tls://…`;
-    /// credentials as `nats://user:password@host` or `nats://token@host`).
+    /// credentials as `nats://user:password@host` or `nats://token@host`),
+    /// or for the servers of a cluster, separated by commas
+    /// (`nats://a:4222,nats://b:4222,nats://c:4222`): the client connects to
+    /// one that answers, and reconnects to another when it fails.
     #[must_use]
     pub fn builder(url: &str) -> JetStreamInboxBuilder {
         JetStreamInboxBuilder {
@@ -252,6 +267,9 @@ impl JetStreamInbox {
 
     /// A builder from an inbox URL: `nats://host:port[/STREAM][?replicas=3&duplicate_window=1h]`
     /// (the library's `retention` already taken out by [`inbox_from_url`](super::super::inbox_from_url)).
+    /// A cluster's servers are separated by commas, each with or without
+    /// its scheme (`nats://a:4222,b:4222,nats://c:4222/STREAM`); the stream
+    /// follows the last one.
     pub(crate) fn builder_from_url(url: &str) -> Result<JetStreamInboxBuilder, ConfigError> {
         const WHAT: &str = "inbox URL";
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
@@ -259,13 +277,30 @@ impl JetStreamInbox {
             what: WHAT,
             reason: "a NATS inbox URL is nats://host:port[/STREAM]",
         })?;
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let scheme = if scheme.eq_ignore_ascii_case("jetstream") {
             "nats"
         } else {
             scheme
         };
-        let mut builder = Self::builder(&format!("{scheme}://{authority}"));
+        let parts: Vec<&str> = rest.split(',').collect();
+        let mut servers = Vec::with_capacity(parts.len());
+        let mut path = "";
+        for (n, part) in parts.iter().enumerate() {
+            // A repeated scheme (`nats://a,nats://b`): each server is the
+            // first's kind.
+            let part = part.trim();
+            let part = part.split_once("://").map_or(part, |(_, rest)| rest);
+            let (authority, after) = part.split_once('/').unwrap_or((part, ""));
+            if authority.is_empty() || (n + 1 < parts.len() && !after.is_empty()) {
+                return Err(ConfigError::Invalid {
+                    what: WHAT,
+                    reason: "a NATS inbox URL is nats://host:port[,host:port…][/STREAM]",
+                });
+            }
+            servers.push(format!("{scheme}://{authority}"));
+            path = after;
+        }
+        let mut builder = Self::builder(&servers.join(","));
         if !path.is_empty() {
             builder = builder.stream(path.trim_end_matches('/'));
         }

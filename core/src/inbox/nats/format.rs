@@ -166,4 +166,29 @@ mod tests {
         assert!(JetStreamInbox::builder_from_url("nats://h?table=x").is_err());
         assert!(JetStreamInbox::builder_from_url("nats://h?replicas=x").is_err());
     }
+
+    #[test]
+    fn urls_name_the_servers_of_a_cluster() {
+        let b = JetStreamInbox::builder_from_url(
+            "nats://127.0.0.1:4231,nats://127.0.0.1:4232,127.0.0.1:4233/CHAOS?replicas=3",
+        )
+        .unwrap();
+        assert_eq!(
+            b.url,
+            "nats://127.0.0.1:4231,nats://127.0.0.1:4232,nats://127.0.0.1:4233"
+        );
+        assert_eq!((b.stream.as_str(), b.replicas), ("CHAOS", 3));
+        let b = JetStreamInbox::builder_from_url("jetstream://u:p@a:1,b:2").unwrap();
+        assert_eq!(
+            (b.url.as_str(), b.stream.as_str()),
+            ("nats://u:p@a:1,nats://b:2", "WEBHOOKS")
+        );
+        // The stream after the last server only; no empty server.
+        assert!(JetStreamInbox::builder_from_url("nats://a:1/S,nats://b:2").is_err());
+        assert!(JetStreamInbox::builder_from_url("nats://a:1,,b:2").is_err());
+        // Each server parses as the client's address.
+        for server in b.url.split(',') {
+            assert!(server.parse::<async_nats::ServerAddr>().is_ok(), "{server}");
+        }
+    }
 }
