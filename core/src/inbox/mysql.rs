@@ -55,12 +55,13 @@ fn mysql_param(_: usize) -> String {
 /// MySQL has no `UPDATE … RETURNING`, so a lease is one short transaction:
 ///
 /// ```sql
-/// SELECT event_key FROM t WHERE <expired on the last attempt> FOR UPDATE SKIP LOCKED;
-/// UPDATE t SET state = 3, … WHERE event_key IN (…);  -- only if some expired
-/// SELECT event_key FROM t WHERE <due> ORDER BY due_at LIMIT ? FOR UPDATE SKIP LOCKED;
+/// SELECT <columns> FROM t WHERE <lease expired>
+///   ORDER BY lease_until LIMIT ? FOR UPDATE SKIP LOCKED;
+/// UPDATE t SET state = 3, … WHERE event_key IN (…);  -- those on their last attempt
+/// SELECT <columns> FROM t WHERE <pending and due>
+///   ORDER BY due_at LIMIT ? FOR UPDATE SKIP LOCKED;  -- if the batch has room
 /// UPDATE t SET state = 1, token = ?, lease_until = now + ?, attempts = attempts + 1
 ///   WHERE event_key IN (…);
-/// SELECT … FROM t WHERE event_key IN (…);
 /// COMMIT;
 /// ```
 ///
@@ -255,46 +256,56 @@ impl MySqlInbox {
         max_attempts: i64,
     ) -> Result<Vec<LeasedEvent>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        // First dead-letter the leases expired on their last attempt, skipping
-        // locked rows: a plain `UPDATE … WHERE state = 1 AND lease_until <= …`
-        // locks its way along an index and deadlocks with completions.
-        let expired: Vec<(String,)> = sqlx::query_as(&self.sql.reap_select)
-            .bind(max_attempts)
-            .fetch_all(&mut *tx)
-            .await?;
-        if !expired.is_empty() {
-            let list = vec!["?"; expired.len()].join(", ");
-            let update = format!("{}{list})", self.sql.reap_update);
-            let mut query = sqlx::query(&update).bind(super::EXPIRED_ON_LAST_ATTEMPT);
-            for (key,) in &expired {
-                query = query.bind(key);
-            }
-            query.execute(&mut *tx).await?;
-        }
-        let keys: Vec<(String,)> = sqlx::query_as(&self.sql.lease_select)
+        // The expired leases first: those on their last attempt are
+        // dead-lettered, the others taken over. Rows other transactions
+        // hold are skipped: a plain `UPDATE … WHERE state = 1 AND
+        // lease_until <= …` locks its way along an index and deadlocks
+        // with completions.
+        let expired: Vec<LeaseRow> = sqlx::query_as(&self.sql.expired_select)
             .bind(max_attempts)
             .bind(batch)
             .fetch_all(&mut *tx)
             .await?;
-        if keys.is_empty() {
+        let (last, mut rows): (Vec<_>, Vec<_>) =
+            expired.into_iter().partition(|row| row.9 >= max_attempts);
+        if !last.is_empty() {
+            let list = vec!["?"; last.len()].join(", ");
+            let update = format!("{}{list})", self.sql.reap_update);
+            let mut query = sqlx::query(&update).bind(super::EXPIRED_ON_LAST_ATTEMPT);
+            for row in &last {
+                query = query.bind(&row.0);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        let room = batch - i64::try_from(rows.len()).unwrap_or(batch);
+        if room > 0 {
+            let pending: Vec<LeaseRow> = sqlx::query_as(&self.sql.pending_select)
+                .bind(room)
+                .fetch_all(&mut *tx)
+                .await?;
+            rows.extend(pending);
+        }
+        if rows.is_empty() {
             tx.commit().await?;
             return Ok(Vec::new());
         }
-        let list = vec!["?"; keys.len()].join(", ");
+        let list = vec!["?"; rows.len()].join(", ");
         let update = format!("{}{list})", self.sql.lease_update);
         let mut query = sqlx::query(&update).bind(token.to_hex()).bind(lease_ms);
-        for (key,) in &keys {
-            query = query.bind(key);
+        for row in &rows {
+            query = query.bind(&row.0);
         }
         query.execute(&mut *tx).await?;
-        let read = format!("{}{list})", self.sql.lease_read);
-        let mut query = sqlx::query_as::<_, LeaseRow>(&read);
-        for (key,) in &keys {
-            query = query.bind(key);
-        }
-        let rows = query.fetch_all(&mut *tx).await?;
         tx.commit().await?;
-        Ok(rows.into_iter().map(|row| leased(row, token)).collect())
+        // The rows as the update left them: the attempt counted as the
+        // update's `NEXT_ATTEMPT` does (capped at `i32::MAX`).
+        Ok(rows
+            .into_iter()
+            .map(|mut row| {
+                row.9 = if row.9 < i64::from(i32::MAX) { row.9 + 1 } else { row.9 };
+                leased(row, token)
+            })
+            .collect())
     }
 }
 

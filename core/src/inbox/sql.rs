@@ -204,10 +204,15 @@ pub(crate) struct InboxStatements {
     /// bound: error, max attempts.
     #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
     pub(crate) reap: String,
-    /// MySQL's reap, which cannot select from the table it updates: the
-    /// keys, locked; bound: max attempts.
+    /// MySQL's expired leases, oldest first, locked: those on their last
+    /// attempt (to dead-letter: MySQL cannot select from the table it
+    /// updates) and, unless the inbox is paused, those with attempts left
+    /// (to take over). The leased columns ([`LEASE_COLUMNS`], attempts
+    /// before this lease); bound: max attempts, limit. One
+    /// range of the `(state, lease_until)` index in its order: no sort,
+    /// and no row locked but those returned.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    pub(crate) reap_select: String,
+    pub(crate) expired_select: String,
     /// Then their update (`IN (` is last); bound: error, then the keys.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) reap_update: String,
@@ -216,12 +221,14 @@ pub(crate) struct InboxStatements {
     /// two statements instead (`lease_select`, `lease_update`).
     #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
     pub(crate) lease: String,
-    /// The keys of due rows, locked; bound: max attempts, batch.
+    /// MySQL's due pending rows, oldest due first, locked: their leased
+    /// columns (attempts before this lease); bound: limit.
+    /// One range of the `(state, due_at)` index in its order. (The
+    /// one-statement lease's `pending OR taken over` condition cannot use
+    /// one index in order: InnoDB then reads and locks every pending row to
+    /// sort them, and concurrent workers skip them all.)
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    pub(crate) lease_select: String,
-    /// The leased columns of the rows whose keys follow (`IN (` is last).
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    pub(crate) lease_read: String,
+    pub(crate) pending_select: String,
     /// The lease's update of the rows whose keys follow (`IN (` is last);
     /// bound: token, lease ms, then the keys.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
@@ -326,10 +333,12 @@ impl InboxStatements {
                 expired(2),
                 d.lock
             ),
-            reap_select: format!(
-                "SELECT {} FROM {t} WHERE {}{}",
-                d.key_select,
-                expired(1),
+            expired_select: format!(
+                "SELECT {columns} FROM {t} WHERE state = {LEASED} AND lease_until <= {now} \
+                 AND (attempts >= {} OR NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0)) \
+                 ORDER BY lease_until LIMIT {}{}",
+                p(1),
+                p(2),
                 d.lock
             ),
             reap_update: format!(
@@ -364,14 +373,13 @@ impl InboxStatements {
                 p(4),
                 d.lock
             ),
-            lease_select: format!(
-                "SELECT {} FROM {t} WHERE {} ORDER BY due_at LIMIT {}{}",
-                d.key_select,
-                due(1),
-                p(2),
+            pending_select: format!(
+                "SELECT {columns} FROM {t} WHERE state = {PENDING} AND due_at <= {now} \
+                 AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) \
+                 ORDER BY due_at LIMIT {}{}",
+                p(1),
                 d.lock
             ),
-            lease_read: format!("SELECT {columns} FROM {t} WHERE event_key IN ("),
             lease_update: format!(
                 "UPDATE {t}{} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
                  attempts = {NEXT_ATTEMPT}, updated_at = {now} WHERE event_key IN (",
