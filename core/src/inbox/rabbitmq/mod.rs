@@ -7,6 +7,7 @@
 //! |---|---|
 //! | deliveries | quorum queue `<Q>` (durable), published through the default exchange, message id = the inbox key |
 //! | retries | quorum queues `<Q>.delay.<ms>`, one per delay (`x-message-ttl`), dead-lettered back into `<Q>` when the delay is over; each expires an hour after its last use |
+//! | completions' count | quorum queue `<Q>.done`, one small message per completion (its time), taken by [`purge_completed`](super::Inbox::purge_completed) |
 //! | dead letters | fanout exchange `<Q>.dead` into the quorum queue `<Q>.dead`; also `<Q>`'s own dead-letter exchange (its `x-delivery-limit`) |
 //! | the record of what was accepted | the dedup store: key `rabbitmq:<Q>:accepted:<key>`, completed for the retention |
 //! | completions (one per key) | the dedup store: key `rabbitmq:<Q>:done:<key>`, claimed for a lease, completed for the retention |
@@ -184,7 +185,11 @@ impl RabbitMqInbox {
         *s.consuming.lock().await = None;
         s.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let channel = s.channel().await?;
-        for queue in [s.name.clone(), format!("{}.dead", s.name)] {
+        for queue in [
+            s.name.clone(),
+            format!("{}.dead", s.name),
+            format!("{}.done", s.name),
+        ] {
             s.timed(channel.queue_delete(queue.as_str().into(), Default::default()))
                 .await?;
         }
@@ -362,7 +367,7 @@ impl Shared {
 
     /// Declares `<Q>` (checks it: the same arguments) and the dead letters'
     /// exchange and queue; answers `<Q>`'s ready count and the dead count.
-    async fn declare(&self) -> Result<(u64, u64), InboxError> {
+    async fn declare(&self) -> Result<(u64, u64, u64), InboxError> {
         let channel = self.channel().await?;
         let result = async {
             let dead = format!("{}.dead", self.name);
@@ -393,6 +398,15 @@ impl Shared {
                 FieldTable::default(),
             ))
             .await?;
+            let mut done_arguments = FieldTable::default();
+            done_arguments.insert("x-queue-type".into(), text("quorum"));
+            let done = self
+                .timed(channel.queue_declare(
+                    format!("{}.done", self.name).as_str().into(),
+                    QueueDeclareOptions::durable(),
+                    done_arguments,
+                ))
+                .await?;
             let main = self
                 .timed(channel.queue_declare(
                     self.name.as_str().into(),
@@ -403,6 +417,7 @@ impl Shared {
             Ok((
                 u64::from(main.message_count()),
                 u64::from(dead_queue.message_count()),
+                u64::from(done.message_count()),
             ))
         }
         .await;
@@ -757,6 +772,7 @@ impl Shared {
         key: &str,
         token: ClaimToken,
         mark_done: bool,
+        count: bool,
         copy: impl AsyncFnOnce(&Self, &Meta, &Bytes, u32, u32) -> Result<(), InboxError>,
     ) -> Result<Transition, InboxError> {
         let Some((acker, attempt, replays, meta, body)) = self.held(key, token) else {
@@ -777,6 +793,21 @@ impl Shared {
         } else {
             Transition::Applied
         };
+        if count && record == Transition::Applied {
+            // The completions' count and listing (stats, purge): a record
+            // lost here (the broker gone, the process killed) only
+            // undercounts; the dedup store's record is the one that counts.
+            let done = format!("{}.done", self.name);
+            let now = to_ms(SystemTime::now()).to_string();
+            let _ = self
+                .publish(
+                    "",
+                    &done,
+                    now.as_bytes(),
+                    properties(&meta, attempt, replays, None),
+                )
+                .await;
+        }
         let acked = self.ack(&acker).await;
         self.forget(key, token);
         match acked {
@@ -901,7 +932,7 @@ impl super::Inbox for RabbitMqInbox {
     async fn complete(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
         let s = &self.shared;
         let transition = s
-            .settle(key, token, true, async |_, _, _, _, _| Ok(()))
+            .settle(key, token, true, true, async |_, _, _, _, _| Ok(()))
             .await?;
         Ok(transition)
     }
@@ -929,6 +960,7 @@ impl super::Inbox for RabbitMqInbox {
                 key,
                 token,
                 false,
+                false,
                 async |s, meta, body, attempt, replays| {
                     s.requeue(meta, body, attempt, replays, delay).await
                 },
@@ -941,6 +973,7 @@ impl super::Inbox for RabbitMqInbox {
             .settle(
                 key,
                 token,
+                false,
                 false,
                 async |s, meta, body, attempt, replays| {
                     // This attempt not counted.
@@ -958,9 +991,15 @@ impl super::Inbox for RabbitMqInbox {
         error: &str,
     ) -> Result<Transition, InboxError> {
         self.shared
-            .settle(key, token, true, async |s, meta, body, attempt, replays| {
-                s.bury(meta, body, attempt, replays, error).await
-            })
+            .settle(
+                key,
+                token,
+                true,
+                false,
+                async |s, meta, body, attempt, replays| {
+                    s.bury(meta, body, attempt, replays, error).await
+                },
+            )
             .await
     }
 
@@ -1029,15 +1068,44 @@ impl super::Inbox for RabbitMqInbox {
         self.shared.take_dead(key, async |_, _, _| Ok(true)).await
     }
 
-    async fn purge_completed(&self, _older_than: Duration) -> Result<u64, InboxError> {
-        // A completed delivery is acknowledged: the broker keeps nothing of
-        // it, and the dedup store expires its record after the retention.
-        Ok(0)
+    async fn purge_completed(&self, older_than: Duration) -> Result<u64, InboxError> {
+        // The completion records, oldest first: taken while older than the
+        // cutoff, the first newer one and the rest put back. (The dedup
+        // store expires its own records after the retention.)
+        let s = &self.shared;
+        let cutoff = to_ms(SystemTime::now())
+            .saturating_sub(i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX));
+        let channel = s.channel().await?;
+        let queue = format!("{}.done", s.name);
+        let mut purged = 0;
+        let outcome = loop {
+            let message = match s
+                .timed(channel.basic_get(queue.as_str().into(), BasicGetOptions { no_ack: false }))
+                .await
+            {
+                Ok(Some(message)) => message,
+                Ok(None) => break Ok(purged),
+                Err(error) => break Err(error),
+            };
+            let completed_at = std::str::from_utf8(&message.delivery.data)
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok())
+                .unwrap_or(0);
+            if completed_at > cutoff {
+                break Ok(purged);
+            }
+            if let Err(error) = s.ack(&message.delivery.acker).await {
+                break Err(error);
+            }
+            purged += 1;
+        };
+        let _ = channel.close(200, "done".into()).await;
+        outcome
     }
 
     async fn stats(&self) -> Result<InboxStats, InboxError> {
         let s = &self.shared;
-        let (ready, dead) = s.declare().await?;
+        let (ready, dead, completed) = s.declare().await?;
         let in_flight = s.held.lock().unwrap_or_else(|e| e.into_inner()).len() as u64;
         Ok(InboxStats {
             pending: ready,
@@ -1045,7 +1113,7 @@ impl super::Inbox for RabbitMqInbox {
             oldest_due_age: None,
             in_flight,
             dead,
-            completed: 0,
+            completed,
             paused: s.is_paused().await?,
         })
     }
