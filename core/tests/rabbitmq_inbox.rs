@@ -238,6 +238,7 @@ async fn a_delivery_published_twice_completes_once() {
         .await
         .unwrap();
     let channel = connection.create_channel().await.unwrap();
+    channel.confirm_select(Default::default()).await.unwrap();
     let original = channel
         .basic_get(name.as_str().into(), BasicGetOptions { no_ack: false })
         .await
@@ -395,7 +396,6 @@ async fn a_consumer_cut_off_loses_nothing() {
         Arc::clone(&store),
     )
     .queue(&name)
-    .prefetch(16)
     .connect()
     .await
     .unwrap();
@@ -544,7 +544,7 @@ async fn from_url_and_secrets() {
         format!("{secret}?queue=x&dedup=memory%3A%2F%2F&table=t"),
         format!("{secret}?queue=x&dedup=memory%3A%2F%2F&bogus=1"),
         format!("{secret}?queue=x"),
-        format!("{secret}?queue=x&dedup=memory%3A%2F%2F&prefetch=lots"),
+        format!("{secret}?queue=x&dedup=memory%3A%2F%2F&delivery_limit=lots"),
         "amqp://guest:s3cr3t-pw@[::1/%2f?dedup=memory%3A%2F%2F".to_owned(),
     ] {
         let error = inbox_from_url(&bad).await.map(|_| ()).unwrap_err();

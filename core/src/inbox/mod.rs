@@ -1158,7 +1158,7 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
 /// | `duplicate_window` | the JetStream stream's duplicate window (NATS only): `2m`, `1h` | 2 minutes |
 /// | `queue` | the RabbitMQ queue (RabbitMQ only) | `webhooks` |
 /// | `dedup` | the RabbitMQ inbox's dedup store, the record of what was accepted (RabbitMQ only, required): a store URL, percent-encoded (`redis%3A%2F%2Fhost%3A6379`) | none |
-/// | `delivery_limit`, `prefetch` | the RabbitMQ queue's `x-delivery-limit`, the consumer's prefetch (RabbitMQ only) | 100, 64 |
+/// | `delivery_limit` | the RabbitMQ queue's `x-delivery-limit` (RabbitMQ only; 0: none) | 100 |
 /// | `retention` | how long completed events are kept: `7d`, `12h`, `30m`, `90` (seconds), or `off`; refused below [`purge_floor`] (the longest provider retry window plus a day: 4 days) without `short_retention=allow` | [`DEFAULT_RETENTION`] (7 days) |
 /// | `short_retention` | `allow`: accept a `retention` below the providers' retry windows (a late retry of a purged delivery runs again) | refused |
 ///

@@ -21,7 +21,6 @@ pub struct RabbitMqInboxBuilder {
     pub(super) store: Option<Arc<dyn DedupStore>>,
     pub(super) queue: String,
     pub(super) delivery_limit: u32,
-    pub(super) prefetch: u16,
     pub(super) retention: Duration,
     pub(super) connect_timeout: Duration,
     pub(super) command_timeout: Duration,
@@ -33,7 +32,6 @@ impl fmt::Debug for RabbitMqInboxBuilder {
         f.debug_struct("RabbitMqInboxBuilder")
             .field("queue", &self.queue)
             .field("delivery_limit", &self.delivery_limit)
-            .field("prefetch", &self.prefetch)
             .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
@@ -55,15 +53,6 @@ impl RabbitMqInboxBuilder {
     #[must_use]
     pub fn delivery_limit(mut self, limit: u32) -> Self {
         self.delivery_limit = limit;
-        self
-    }
-
-    /// How many unacknowledged deliveries the broker sends this process's
-    /// consumer ahead (`basic.qos`; default 64): at least the workers'
-    /// batch.
-    #[must_use]
-    pub fn prefetch(mut self, prefetch: u16) -> Self {
-        self.prefetch = prefetch.max(1);
         self
     }
 
@@ -138,10 +127,9 @@ impl RabbitMqInboxBuilder {
                 name,
                 store,
                 link: tokio::sync::Mutex::new(None),
-                consuming: tokio::sync::Mutex::new(None),
+                leasing: tokio::sync::Mutex::new(None),
                 generation: AtomicU64::new(0),
                 held: Mutex::new(HashMap::new()),
-                prefetch: self.prefetch,
                 delivery_limit: self.delivery_limit,
                 retention: self.retention,
                 connect_timeout: self.connect_timeout,
@@ -172,7 +160,6 @@ impl RabbitMqInbox {
             store: None,
             queue: "webhooks".to_owned(),
             delivery_limit: 100,
-            prefetch: 64,
             retention: super::super::DEFAULT_RETENTION,
             connect_timeout: Duration::from_secs(5),
             command_timeout: Duration::from_secs(5),
@@ -180,7 +167,7 @@ impl RabbitMqInbox {
     }
 
     /// A builder from an inbox URL:
-    /// `amqp://user:password@host:port/vhost?queue=Q&dedup=redis%3A%2F%2Fhost[&delivery_limit=100&prefetch=64]`
+    /// `amqp://user:password@host:port/vhost?queue=Q&dedup=redis%3A%2F%2Fhost[&delivery_limit=100]`
     /// (the library's `retention` already taken out by
     /// [`inbox_from_url`](super::super::inbox_from_url)); the dedup store's
     /// URL, percent-encoded if it has a query of its own.
@@ -210,13 +197,6 @@ impl RabbitMqInbox {
                         reason: "`delivery_limit` is a number (0: none)",
                     })?;
                 }
-                "prefetch" => {
-                    let prefetch: u16 = value.parse().map_err(|_| ConfigError::Invalid {
-                        what: WHAT,
-                        reason: "`prefetch` is a number from 1 to 65535",
-                    })?;
-                    builder = builder.prefetch(prefetch);
-                }
                 // lapin's own connection parameters.
                 "heartbeat" | "connection_timeout" | "channel_max" | "frame_max" => {
                     kept.push(pair);
@@ -225,7 +205,7 @@ impl RabbitMqInbox {
                     return Err(ConfigError::Invalid {
                         what: WHAT,
                         reason: "a RabbitMQ inbox URL takes `queue`, `dedup`, `delivery_limit`, \
-                                 `prefetch`, `retention`, and lapin's `heartbeat`, \
+                                 `retention`, and lapin's `heartbeat`, \
                                  `connection_timeout`, `channel_max` and `frame_max`",
                     }
                     .into());

@@ -32,8 +32,12 @@
 //! copy whose twin another worker holds is put back, delayed, until that
 //! one is settled. Each key is completed once.
 //!
-//! **Leases** are unacknowledged deliveries of this process's consumer
-//! (manual acknowledgements, `prefetch`): [`complete`](super::Inbox::complete)
+//! **Leases** are unacknowledged deliveries taken by `basic.get` (manual
+//! acknowledgements), one channel per process. Not `basic.consume` with a
+//! prefetch: prefetched deliveries are unacknowledged too, and a process
+//! that dies hands them back with their `x-delivery-count` raised, counting
+//! attempts that never started (and they would be neither pending nor
+//! leased meanwhile). `basic.get` leases exactly what a worker takes. [`complete`](super::Inbox::complete)
 //! marks the completion record then acknowledges, [`retry`](super::Inbox::retry)
 //! publishes a copy into the delay queue then acknowledges,
 //! [`dead_letter`](super::Inbox::dead_letter) publishes into the dead-letter
@@ -51,17 +55,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use futures_util::{FutureExt as _, StreamExt as _};
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions, BasicPublishOptions,
-    BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
-    QueueDeclareOptions,
+    BasicAckOptions, BasicGetOptions, BasicNackOptions, BasicPublishOptions, ConfirmSelectOptions,
+    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::uri::AMQPUri;
 use lapin::{
-    Acker, BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer,
-    ExchangeKind,
+    Acker, BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
 };
 
 use super::{
@@ -93,10 +94,9 @@ struct Link {
     generation: u64,
 }
 
-/// This process's consumer on `<Q>`.
-struct Consuming {
-    _channel: Channel,
-    consumer: Consumer,
+/// This process's leasing channel on `<Q>`.
+struct Leasing {
+    channel: Channel,
     generation: u64,
 }
 
@@ -117,10 +117,9 @@ struct Shared {
     name: String,
     store: Arc<dyn DedupStore>,
     link: tokio::sync::Mutex<Option<Arc<Link>>>,
-    consuming: tokio::sync::Mutex<Option<Consuming>>,
+    leasing: tokio::sync::Mutex<Option<Leasing>>,
     generation: AtomicU64,
     held: Mutex<HashMap<String, Held>>,
-    prefetch: u16,
     delivery_limit: u32,
     retention: Duration,
     connect_timeout: Duration,
@@ -182,7 +181,7 @@ impl RabbitMqInbox {
     /// [`InboxError`] when the broker cannot answer.
     pub async fn delete(&self) -> Result<(), InboxError> {
         let s = &self.shared;
-        *s.consuming.lock().await = None;
+        *s.leasing.lock().await = None;
         s.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let channel = s.channel().await?;
         for queue in [
@@ -536,61 +535,33 @@ impl Shared {
             == Transition::Applied)
     }
 
-    /// The next delivery of this process's consumer, if one arrives within
-    /// `wait`; the consumer is started (again) when there is none.
-    async fn next_delivery(
-        &self,
-        wait: Duration,
-    ) -> Result<Option<lapin::message::Delivery>, InboxError> {
+    /// The next ready delivery of `<Q>` (a `basic.get` on this process's
+    /// leasing channel, which its acknowledgements use too), if any.
+    async fn next_delivery(&self) -> Result<Option<lapin::message::Delivery>, InboxError> {
         let link = self.link().await?;
-        let mut slot = self.consuming.lock().await;
+        let mut slot = self.leasing.lock().await;
         if slot
             .as_ref()
-            .is_some_and(|c| c.generation != link.generation)
+            .is_none_or(|l| l.generation != link.generation || !l.channel.status().connected())
         {
-            // Its connection closed: the broker handed its deliveries back.
-            *slot = None;
-        }
-        if slot.is_none() {
+            // Its channel closed: the broker handed its deliveries back.
             let channel = self.timed(link._connection.create_channel()).await?;
-            self.timed(channel.basic_qos(self.prefetch, BasicQosOptions::default()))
-                .await?;
-            let consumer = self
-                .timed(channel.basic_consume(
-                    self.name.as_str().into(),
-                    "".into(),
-                    BasicConsumeOptions::default(),
-                    FieldTable::default(),
-                ))
-                .await?;
-            *slot = Some(Consuming {
-                _channel: channel,
-                consumer,
+            *slot = Some(Leasing {
+                channel,
                 generation: link.generation,
             });
         }
-        let consuming = slot.as_mut().expect("set above");
-        let next = if wait.is_zero() {
-            consuming.consumer.next().now_or_never()
-        } else {
-            tokio::time::timeout(wait, consuming.consumer.next())
-                .await
-                .ok()
-        };
-        match next {
-            None => Ok(None),
-            Some(Some(Ok(delivery))) => Ok(Some(delivery)),
-            Some(Some(Err(error))) => {
-                *slot = None;
-                drop(slot);
+        let channel = slot.as_ref().expect("set above").channel.clone();
+        drop(slot);
+        match self
+            .timed(channel.basic_get(self.name.as_str().into(), BasicGetOptions { no_ack: false }))
+            .await
+        {
+            Ok(message) => Ok(message.map(|m| m.delivery)),
+            Err(error) => {
+                *self.leasing.lock().await = None;
                 self.drop_link(link.generation).await;
-                Err(InboxError::unavailable(error))
-            }
-            Some(None) => {
-                *slot = None;
-                Err(InboxError::Protocol(
-                    "the broker cancelled the consumer (was the queue deleted?)".to_owned(),
-                ))
+                Err(error)
             }
         }
     }
@@ -883,14 +854,10 @@ impl super::Inbox for RabbitMqInbox {
         let started = Instant::now();
         let wanted = usize::try_from(batch).unwrap_or(usize::MAX);
         let mut out = Vec::new();
-        // The first delivery may be on its way: wait a little for it; the
-        // rest are the ones already here.
-        let mut wait = Duration::from_millis(50);
         while out.len() < wanted {
-            let Some(delivery) = s.next_delivery(wait).await? else {
+            let Some(delivery) = s.next_delivery().await? else {
                 break;
             };
-            wait = Duration::ZERO;
             if let Some(event) = s
                 .take(delivery, token, started, lease, max_attempts)
                 .await?
