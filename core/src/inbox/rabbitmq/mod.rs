@@ -858,11 +858,25 @@ impl super::Inbox for RabbitMqInbox {
             let Some(delivery) = s.next_delivery().await? else {
                 break;
             };
-            if let Some(event) = s
-                .take(delivery, token, started, lease, max_attempts)
-                .await?
-            {
-                out.push(event);
+            let acker = delivery.acker.clone();
+            match s.take(delivery, token, started, lease, max_attempts).await {
+                Ok(Some(event)) => out.push(event),
+                Ok(None) => {}
+                Err(error) => {
+                    // Not leased (the store or the broker failed on the
+                    // way): handed back at once rather than left
+                    // unacknowledged on this channel.
+                    let _ = s
+                        .timed(acker.nack(BasicNackOptions {
+                            requeue: true,
+                            ..BasicNackOptions::default()
+                        }))
+                        .await;
+                    if out.is_empty() {
+                        return Err(error);
+                    }
+                    break;
+                }
             }
         }
         Ok(out)
