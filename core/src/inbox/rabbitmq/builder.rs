@@ -74,7 +74,7 @@ impl RabbitMqInboxBuilder {
 
     /// How long one operation may take, a publish and its confirm included
     /// (default 5 s): past it, the operation fails with
-    /// [`InboxError::Timeout`] (`503` at accept).
+    /// [`InboxError::Timeout`](super::super::InboxError::Timeout) (`503` at accept).
     #[must_use]
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
