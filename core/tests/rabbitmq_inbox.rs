@@ -207,11 +207,11 @@ async fn dedup_across_two_inbox_instances() {
         // An accept that met the other's claim answered an error: the
         // sender retries it, and the retry is a duplicate.
         let b = match b {
-            Err(InboxError::Protocol(_)) => two.accept(&event(n)).await,
+            Err(InboxError::Unavailable(_)) => two.accept(&event(n)).await,
             other => other,
         };
         let a = match a {
-            Err(InboxError::Protocol(_)) => one.accept(&event(n)).await,
+            Err(InboxError::Unavailable(_)) => one.accept(&event(n)).await,
             other => other,
         };
         let answers = [a.unwrap(), b.unwrap()];
@@ -488,7 +488,7 @@ async fn abandoned_accepts_are_stored_once() {
         // A retry that meets the abandoned accept still under way answers
         // an error (503): the sender retries again.
         let mut answer = inbox.accept(&event(n)).await;
-        while matches!(answer, Err(InboxError::Protocol(_))) {
+        while matches!(answer, Err(InboxError::Unavailable(_))) {
             tokio::time::sleep(Duration::from_millis(20)).await;
             answer = inbox.accept(&event(n)).await;
         }

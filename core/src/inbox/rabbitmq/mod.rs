@@ -383,8 +383,8 @@ impl super::Inbox for RabbitMqInbox {
             match s.store.claim(&accepted, token, lease).await? {
                 Claim::Completed => return Ok(Accepted::Duplicate),
                 Claim::InFlight { .. } => {
-                    return Err(InboxError::Protocol(
-                        "another accept of this delivery is under way".to_owned(),
+                    return Err(InboxError::Unavailable(
+                        "another accept of this delivery is under way".into(),
                     ));
                 }
                 Claim::Claimed => {}
