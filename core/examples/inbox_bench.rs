@@ -20,7 +20,10 @@
 //! name contains that text. Each run uses its own tables or key prefix and
 //! deletes them afterwards. With the `nats` feature too, the JetStream inbox
 //! runs on `WEBHOOKS_NATS_URL` (default `nats://127.0.0.1:4222`), its own
-//! streams deleted afterwards.
+//! streams deleted afterwards. With the `rabbitmq` feature too, the RabbitMQ
+//! inbox runs on `WEBHOOKS_RABBITMQ_URL` (default
+//! `amqp://guest:guest@127.0.0.1:5672/%2f`), its dedup store on the Redis
+//! above, its queues deleted afterwards.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -197,6 +200,10 @@ async fn main() {
     if wanted("NATS JetStream (R1, file)") {
         rows.extend(jetstream(n, batch).await);
     }
+    #[cfg(feature = "rabbitmq")]
+    if wanted("RabbitMQ (quorum queue, Redis dedup)") {
+        rows.extend(rabbitmq(n, batch).await);
+    }
     print_table(rows);
 }
 
@@ -362,6 +369,55 @@ async fn jetstream(n: usize, batch: u32) -> Option<Row> {
             eprintln!(
                 "NATS JetStream skipped: cannot connect (NATS, or Redis for the claim column)"
             );
+            None
+        }
+    }
+}
+
+/// The RabbitMQ inbox (feature `rabbitmq`) on its own queues, its dedup
+/// store (the record of what was accepted) on Redis, beside the same Redis
+/// store's claim.
+#[cfg(feature = "rabbitmq")]
+async fn rabbitmq(n: usize, batch: u32) -> Option<Row> {
+    let amqp_url = env_url(
+        "WEBHOOKS_RABBITMQ_URL",
+        "amqp://guest:guest@127.0.0.1:5672/%2f",
+    );
+    let redis_url = env_url("WEBHOOKS_REDIS_URL", "redis://127.0.0.1:6379");
+    let name = format!("bench-{}", suffix());
+    let stores = (
+        RedisStore::builder(&redis_url)
+            .key_prefix(format!("{name}:inbox:"))
+            .connect()
+            .await,
+        RedisStore::builder(&redis_url)
+            .key_prefix(format!("{name}:dedup:"))
+            .connect()
+            .await,
+    );
+    let (Ok(record), Ok(dedup)) = stores else {
+        eprintln!("RabbitMQ skipped: cannot connect to Redis (its dedup store)");
+        return None;
+    };
+    match webhooks_core::inbox::RabbitMqInbox::builder(&amqp_url, Arc::new(record))
+        .queue(&name)
+        .connect()
+        .await
+    {
+        Ok(inbox) => {
+            let row = measure(
+                "RabbitMQ (quorum queue, Redis dedup)",
+                Arc::new(inbox.clone()),
+                Arc::new(dedup),
+                n,
+                batch,
+            )
+            .await;
+            let _ = inbox.delete().await;
+            Some(row)
+        }
+        Err(_) => {
+            eprintln!("RabbitMQ skipped: cannot connect");
             None
         }
     }

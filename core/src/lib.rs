@@ -49,7 +49,7 @@ mod rejection;
 pub mod scheme;
 pub mod signals;
 pub mod testing;
-#[cfg(any(feature = "redis-tls", feature = "sns-reqwest"))]
+#[cfg(any(feature = "redis-tls", feature = "sns-reqwest", feature = "rabbitmq"))]
 mod tls;
 mod verify;
 

@@ -133,6 +133,8 @@ mod mysql;
 mod nats;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "rabbitmq")]
+mod rabbitmq;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis-cluster")]
@@ -158,6 +160,8 @@ pub use nats::{
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresInbox;
 pub use purge::{DEFAULT_PURGE_INTERVAL, DEFAULT_RETENTION, PurgeTask, purge_floor};
+#[cfg(feature = "rabbitmq")]
+pub use rabbitmq::{RabbitMqInbox, RabbitMqInboxBuilder};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use sql::{DEFAULT_INBOX_TABLE, SqlInboxBuilder};
 #[cfg(feature = "sqlite")]
@@ -1063,7 +1067,8 @@ pub trait TransactionalInbox: Inbox + Clone {
     feature = "mysql",
     feature = "sqlite",
     feature = "redis",
-    feature = "nats"
+    feature = "nats",
+    feature = "rabbitmq"
 ))]
 /// Epoch milliseconds as a time.
 pub(crate) fn from_ms(ms: i64) -> SystemTime {
@@ -1092,7 +1097,8 @@ pub(crate) fn millis(d: Duration) -> i64 {
     feature = "mysql",
     feature = "sqlite",
     feature = "redis",
-    feature = "nats"
+    feature = "nats",
+    feature = "rabbitmq"
 ))]
 /// `error` cut to [`MAX_ERROR_LEN`] bytes at a character boundary.
 pub(crate) fn truncate_error(error: &str) -> &str {
@@ -1139,6 +1145,7 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
 /// | `redis://…`, `rediss://…`, `redis+unix://…` | [`RedisInbox`] | `redis` |
 /// | `redis-cluster://host:port[,host:port…]`, `rediss-cluster://…` | [`RedisClusterInbox`] | `redis-cluster` |
 /// | `nats://host:port[,host:port…][/STREAM]`, `tls://…` | [`JetStreamInbox`] | `nats` |
+/// | `amqp://user:password@host:port/vhost?dedup=…`, `amqps://…` | [`RabbitMqInbox`] | `rabbitmq` |
 ///
 /// Query parameters of the library's own (the others reach the driver):
 ///
@@ -1149,6 +1156,9 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
 /// | `partitions` | the Redis Cluster inbox's partitions (never change it while events are stored) | [`RedisClusterInbox::DEFAULT_PARTITIONS`] (16) |
 /// | `replicas` | the JetStream streams' replicas (NATS only) | 1 |
 /// | `duplicate_window` | the JetStream stream's duplicate window (NATS only): `2m`, `1h` | 2 minutes |
+/// | `queue` | the RabbitMQ queue (RabbitMQ only) | `webhooks` |
+/// | `dedup` | the RabbitMQ inbox's dedup store, the record of what was accepted (RabbitMQ only, required): a store URL, percent-encoded (`redis%3A%2F%2Fhost%3A6379`) | none |
+/// | `delivery_limit` | the RabbitMQ queue's `x-delivery-limit` (RabbitMQ only; 0: none) | 100 |
 /// | `retention` | how long completed events are kept: `7d`, `12h`, `30m`, `90` (seconds), or `off`; refused below [`purge_floor`] (the longest provider retry window plus a day: 4 days) without `short_retention=allow` | [`DEFAULT_RETENTION`] (7 days) |
 /// | `short_retention` | `allow`: accept a `retention` below the providers' retry windows (a late retry of a purged delivery runs again) | refused |
 ///
@@ -1203,6 +1213,10 @@ pub(crate) fn decode_headers(text: &str) -> Vec<(String, String)> {
     doc = "\n\n[`JetStreamInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.JetStreamInbox.html"
 )]
 #[cfg_attr(
+    not(feature = "rabbitmq"),
+    doc = "\n\n[`RabbitMqInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RabbitMqInbox.html"
+)]
+#[cfg_attr(
     not(feature = "redis-cluster"),
     doc = "\n\n[`RedisClusterInbox`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisClusterInbox.html\n[`RedisClusterInbox::DEFAULT_PARTITIONS`]: https://docs.rs/webhooks-core/latest/webhooks_core/inbox/struct.RedisClusterInbox.html#associatedconstant.DEFAULT_PARTITIONS"
 )]
@@ -1254,8 +1268,20 @@ pub async fn inbox_from_url(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
         }
         .into());
     }
-    let sql =
-        !cluster && !nats && !matches!(scheme.as_str(), "redis" | "rediss" | "redis+unix" | "unix");
+    let rabbitmq = matches!(scheme.as_str(), "amqp" | "amqps");
+    if rabbitmq
+        && (options.prefix.is_some() || options.table.is_some() || options.partitions.is_some())
+    {
+        return Err(ConfigError::Invalid {
+            what: WHAT,
+            reason: "a RabbitMQ inbox is named by `queue=`, not `table` or `prefix`",
+        }
+        .into());
+    }
+    let sql = !cluster
+        && !nats
+        && !rabbitmq
+        && !matches!(scheme.as_str(), "redis" | "rediss" | "redis+unix" | "unix");
     if (sql && options.prefix.is_some()) || (!sql && !nats && options.table.is_some()) {
         return Err(ConfigError::Invalid {
             what: WHAT,
@@ -1285,11 +1311,12 @@ pub async fn inbox_from_url(url: &str) -> Result<Arc<dyn Inbox>, OpenError> {
         "redis" | "rediss" | "redis+unix" | "unix" => redis_inbox(url, prefix).await?,
         "redis-cluster" | "rediss-cluster" => redis_cluster_inbox(url, prefix, partitions).await?,
         "nats" | "tls" | "jetstream" => nats_inbox(url, retention).await?,
+        "amqp" | "amqps" => rabbitmq_inbox(url, retention).await?,
         _ => {
             return Err(ConfigError::Invalid {
                 what: WHAT,
-                reason: "unknown scheme; expected postgres, mysql, mariadb, sqlite, redis or \
-                         redis-cluster",
+                reason: "unknown scheme; expected postgres, mysql, mariadb, sqlite, redis, \
+                         redis-cluster, nats or amqp",
             }
             .into());
         }
@@ -1418,6 +1445,25 @@ async fn nats_inbox(url: &str, retention: Option<Duration>) -> Result<Arc<dyn In
 async fn nats_inbox(_: &str, _: Option<Duration>) -> Result<Arc<dyn Inbox>, OpenError> {
     Err(feature_off(
         "nats:// needs webhooks-core's `nats` feature (tower-webhooks and actix-webhooks forward it)",
+    ))
+}
+
+#[cfg(feature = "rabbitmq")]
+async fn rabbitmq_inbox(
+    url: &str,
+    retention: Option<Duration>,
+) -> Result<Arc<dyn Inbox>, OpenError> {
+    let mut builder = RabbitMqInbox::builder_from_url(url).await?;
+    if let Some(retention) = retention {
+        builder = builder.retention(retention);
+    }
+    Ok(Arc::new(builder.connect().await?))
+}
+
+#[cfg(not(feature = "rabbitmq"))]
+async fn rabbitmq_inbox(_: &str, _: Option<Duration>) -> Result<Arc<dyn Inbox>, OpenError> {
+    Err(feature_off(
+        "amqp:// needs webhooks-core's `rabbitmq` feature (tower-webhooks and actix-webhooks forward it)",
     ))
 }
 

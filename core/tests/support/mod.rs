@@ -80,6 +80,16 @@ pub async fn nats_url() -> Option<String> {
     service_url("NATS", "WEBHOOKS_NATS_URL", "nats://127.0.0.1:4222").await
 }
 
+/// The RabbitMQ URL, if the broker accepts connections.
+pub async fn rabbitmq_url() -> Option<String> {
+    service_url(
+        "RabbitMQ",
+        "WEBHOOKS_RABBITMQ_URL",
+        "amqp://guest:guest@127.0.0.1:5672/%2f",
+    )
+    .await
+}
+
 /// `env`'s value (or `default`) if its host accepts a TCP connection within
 /// two seconds. Otherwise: a panic under CI, else `None` after an `eprintln!`.
 pub async fn service_url(service: &str, env: &str, default: &str) -> Option<String> {
@@ -119,6 +129,8 @@ pub fn authority(url: &str) -> Option<String> {
         "redis" | "rediss" => 6379,
         "postgres" | "postgresql" => 5432,
         "mysql" | "mariadb" => 3306,
+        "amqp" => 5672,
+        "amqps" => 5671,
         _ => return None,
     };
     Some(format!("{host_port}:{port}"))
