@@ -505,12 +505,19 @@ impl<'a> EventRedaction<'a> {
             .collect()
     }
 
+    /// What the hook decides for the body as a whole ([`Target::Body`];
+    /// [`Decision::Show`] without a hook).
+    #[must_use]
+    pub fn body_decision(&self) -> Decision {
+        self.decide(Target::Body, Decision::Show)
+    }
+
     /// What is shown of `body`: a JSON body up to `limit` bytes with its
     /// fields redacted (a longer one is not parsed, and not shown), other
     /// text as sent, binary as its size.
     #[must_use]
     pub fn body<'b>(&self, body: &'b [u8], limit: usize) -> ShownBody<'b> {
-        match self.decide(Target::Body, Decision::Show) {
+        match self.body_decision() {
             Decision::Show => {}
             Decision::Mask => return ShownBody::Masked { len: body.len() },
             Decision::Hide => return ShownBody::Hidden,
