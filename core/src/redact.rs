@@ -416,6 +416,37 @@ pub enum ShownBody<'b> {
 }
 
 impl ShownBody<'_> {
+    /// The JSON members an answer shows for this body (the admin API's item
+    /// answers and `webhooks inbox show --json`): `body` (the text, or
+    /// `null`), `body_redacted` (how many fields, when any), `body_base64`
+    /// for binary (`bytes`, the body as kept), `body_omitted` (why `null`).
+    #[must_use]
+    pub fn json_members(&self, bytes: &[u8]) -> Vec<(&'static str, serde_json::Value)> {
+        use base64::Engine as _;
+        use serde_json::Value;
+        match self {
+            Self::Json { text, redacted } => {
+                let mut members = vec![("body", Value::String(text.clone().into_owned()))];
+                if *redacted > 0 {
+                    members.push(("body_redacted", Value::from(*redacted)));
+                }
+                members
+            }
+            Self::Text(text) => vec![("body", Value::String((*text).to_owned()))],
+            Self::Binary { .. } => vec![(
+                "body_base64",
+                Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            )],
+            other => vec![
+                ("body", Value::Null),
+                (
+                    "body_omitted",
+                    Value::String(other.note().unwrap_or_default()),
+                ),
+            ],
+        }
+    }
+
     /// A one-line note for what is not shown as text (`None` for
     /// [`Json`](Self::Json) and [`Text`](Self::Text)).
     #[must_use]
