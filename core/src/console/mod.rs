@@ -15,8 +15,8 @@
 //! | `/` | whether processing runs or is paused (admins: pause / resume, see [`Inbox::set_paused`]), counts (depth, due, oldest due age, in flight, dead, completed), a chart of them, dead letters by scheme and event type; purge completed (younger than [`min_purge_age`](Console::min_purge_age) only with "force" ticked) |
 //! | `/dead` | dead letters, filtered by scheme, event type and receipt time (or looked up by delivery id or key), cursor-paginated; replay or discard the selected ones, or all that match the filter (the count shown first, at most [`bulk_limit`](Console::bulk_limit)); a delivery-id lookup or a count stops once the store has examined 10,000 dead letters, and offers to continue |
 //! | `/deliveries?state=` | the deliveries in one state — tabs Due, Retrying, In flight, Dead, Completed ([`DeliveryState`](crate::inbox::DeliveryState)) — newest first (or oldest first), filtered by scheme, event type, delivery id and receipt time, cursor-paginated; read-only (the dead letters' actions are on `/dead`) |
-//! | `/deliveries/item?key=` | one delivery in any state: its state, attempts, due time or lease end, last error, kept headers (credentials redacted), the body (admins) |
-//! | `/dead/item?key=` | one dead letter: metadata, kept headers (credentials redacted), the body (pretty-printed when JSON, capped), raw download |
+//! | `/deliveries/item?key=` | one delivery in any state: its state, attempts, due time or lease end, last error, kept headers (credentials redacted), the body (admins; credential-named and configured JSON fields redacted, [`Console::redaction`]) |
+//! | `/dead/item?key=` | one dead letter: metadata, kept headers (credentials redacted), the body (pretty-printed when JSON, its credential-named and configured fields redacted, capped; a JSON body over `body_cap` not shown), raw download (the exact bytes, admins only) |
 //!
 //! **Safety.** Every state-changing request is a `POST` carrying a token
 //! bound to the identity (HMAC, 12 hours), from the same origin (`Origin` /
