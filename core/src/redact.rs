@@ -20,7 +20,8 @@
 //! and the spelling of everything else are kept. Bodies that are not JSON
 //! are shown as they are; JSON bodies longer than the limit a surface
 //! parses ([`DEFAULT_BODY_LIMIT`], the console's `body_cap`) are not parsed
-//! and so not shown ([`ShownBody::NotParsed`]).
+//! and so not shown ([`ShownBody::NotParsed`]), nor are bodies that start
+//! like JSON but do not parse ([`ShownBody::Malformed`]).
 //!
 //! **The hook** ([`Redaction::hook`]) sees every header, every field and
 //! the body as a whole, with the surface, scheme and event type, and
@@ -406,6 +407,12 @@ pub enum ShownBody<'b> {
         /// The limit it is over.
         limit: usize,
     },
+    /// Starts like JSON (`{`, `[`) but does not parse: its fields could not
+    /// be redacted, so it is not shown (the console's raw download has it).
+    Malformed {
+        /// Its size.
+        len: usize,
+    },
     /// The hook masked the body as a whole.
     Masked {
         /// Its size.
@@ -456,6 +463,9 @@ impl ShownBody<'_> {
             Self::Binary { len } => Some(format!("binary, {len} bytes")),
             Self::NotParsed { len, limit } => Some(format!(
                 "not shown: {len} bytes of JSON is over the {limit}-byte limit parsed for redaction"
+            )),
+            Self::Malformed { len } => Some(format!(
+                "not shown: {len} bytes that start like JSON but do not parse, so their fields could not be redacted"
             )),
             Self::Masked { len } => Some(format!("redacted ({len} bytes)")),
             Self::Hidden => Some("hidden".to_owned()),
@@ -589,8 +599,9 @@ impl<'a> EventRedaction<'a> {
                 len: text.len(),
                 limit,
             },
-            // Starts like JSON but is not: no members to redact.
-            Err(Bad::Malformed) => ShownBody::Text(text),
+            // Starts like JSON but is not: a truncated body may still hold
+            // a credential that could not be found.
+            Err(Bad::Malformed) => ShownBody::Malformed { len: text.len() },
         }
     }
 
@@ -1131,7 +1142,8 @@ mod tests {
 
     /// Bounded work: a JSON body over the limit is not parsed and not
     /// shown; one nested deeper than the walker goes is not shown either;
-    /// malformed JSON is text.
+    /// nor is one that starts like JSON but does not parse (truncated, it
+    /// may still hold a secret).
     #[test]
     fn bounded() {
         let big = format!(r#"{{"client_secret":"s","pad":"{}"}}"#, "x".repeat(200));
@@ -1166,8 +1178,8 @@ mod tests {
             ShownBody::NotParsed { .. }
         ));
         assert_eq!(
-            event.body(br#"{"a": 1"#, 100),
-            ShownBody::Text(r#"{"a": 1"#)
+            event.body(br#"{"client_secret": "abc""#, 100),
+            ShownBody::Malformed { len: 23 }
         );
     }
 
