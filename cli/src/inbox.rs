@@ -16,6 +16,8 @@ use webhooks_core::inbox::{
     inbox_from_url,
 };
 
+use webhooks_core::redact::{DEFAULT_BODY_LIMIT, EventRedaction, Redaction, ShownBody, Surface};
+
 use crate::error::Failure;
 use crate::output::{BAD, BOLD, DIM, HINT, OK, Out, paint};
 
@@ -76,10 +78,19 @@ enum Action {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
-    /// One delivery: its metadata, headers and body.
+    /// One delivery: its metadata, headers and body, redacted as the
+    /// console and the admin API redact them (credential-named headers and
+    /// JSON fields masked; JSON bodies over 64 KiB not shown).
     Show {
         /// The delivery's key (from `ls`).
         key: String,
+        /// Mask this JSON field too: keys from the root joined by `.`
+        /// (`data.object.customer.email`; arrays stepped through). Repeatable.
+        #[arg(long, value_name = "PATH")]
+        redact_field: Vec<String>,
+        /// Mask this header too (your verifier's signature header, say). Repeatable.
+        #[arg(long, value_name = "NAME", value_parser = parse_header_name)]
+        redact_header: Vec<http::HeaderName>,
     },
     /// Make dead letters pending again, with a fresh attempt budget.
     Replay(Bulk),
@@ -134,6 +145,10 @@ struct Bulk {
     yes: bool,
 }
 
+fn parse_header_name(s: &str) -> Result<http::HeaderName, String> {
+    http::HeaderName::from_bytes(s.as_bytes()).map_err(|_| format!("not a header name: {s:?}"))
+}
+
 fn parse_age(s: &str) -> Result<Duration, String> {
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: u64 = digits
@@ -167,7 +182,14 @@ pub(crate) async fn run(args: InboxArgs, out: &Out) -> Result<(), Failure> {
             filter,
             limit,
         } => ls(&inbox, state, &filter, limit, out).await,
-        Action::Show { key } => show(&inbox, &key, out).await,
+        Action::Show {
+            key,
+            redact_field,
+            redact_header,
+        } => {
+            let redaction = Redaction::new().headers(redact_header).fields(redact_field);
+            show(&inbox, &key, &redaction, out).await
+        }
         Action::Replay(bulk) => bulk_action(&inbox, bulk, Op::Replay, out).await,
         Action::Discard(bulk) => bulk_action(&inbox, bulk, Op::Discard, out).await,
         Action::Purge {
@@ -241,7 +263,10 @@ fn unix_ms(t: SystemTime) -> u128 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
 }
 
-fn delivery_json(d: &Delivery, body: bool) -> serde_json::Value {
+/// One delivery; with `shown`, its headers and body as `redaction` shows
+/// them (the admin API's members: `body`, `body_redacted`, `body_base64`,
+/// `body_omitted`).
+fn delivery_json(d: &Delivery, shown: Option<&Redaction>) -> serde_json::Value {
     let mut value = serde_json::json!({
         "key": d.meta.key,
         "state": d.state.as_str(),
@@ -254,11 +279,21 @@ fn delivery_json(d: &Delivery, body: bool) -> serde_json::Value {
         "attempts": d.attempts,
         "last_error": d.last_error,
     });
-    if body {
-        value["headers"] = serde_json::json!(d.meta.headers);
-        value["body"] = serde_json::Value::String(String::from_utf8_lossy(&d.body).into_owned());
+    if let Some(redaction) = shown {
+        let event = event(redaction, d);
+        value["headers"] = serde_json::json!(event.apply(&d.meta.headers));
+        for (name, member) in event
+            .body(&d.body, DEFAULT_BODY_LIMIT)
+            .json_members(&d.body)
+        {
+            value[name] = member;
+        }
     }
     value
+}
+
+fn event<'a>(redaction: &'a Redaction, d: &'a Delivery) -> EventRedaction<'a> {
+    redaction.event(Surface::Cli, &d.meta.scheme, d.meta.event_type.as_deref())
 }
 
 /// Every delivery in `state` matching `filter`, at most `limit`.
@@ -296,7 +331,7 @@ async fn ls(
     let found = select(inbox, state, filter, limit).await?;
     if out.json {
         out.json(&serde_json::Value::Array(
-            found.iter().map(|d| delivery_json(d, false)).collect(),
+            found.iter().map(|d| delivery_json(d, None)).collect(),
         ));
         return Ok(());
     }
@@ -322,17 +357,22 @@ async fn ls(
     Ok(())
 }
 
-async fn show(inbox: &Arc<dyn Inbox>, key: &str, out: &Out) -> Result<(), Failure> {
+async fn show(
+    inbox: &Arc<dyn Inbox>,
+    key: &str,
+    redaction: &Redaction,
+    out: &Out,
+) -> Result<(), Failure> {
     let delivery = inbox
         .delivery_get(key)
         .await
         .map_err(store_error)?
         .ok_or_else(|| Failure::usage("no delivery with that key"))?;
     if out.json {
-        out.json(&delivery_json(&delivery, true));
+        out.json(&delivery_json(&delivery, Some(redaction)));
         return Ok(());
     }
-    let value = delivery_json(&delivery, false);
+    let value = delivery_json(&delivery, None);
     if let Some(map) = value.as_object() {
         for (k, v) in map {
             let v = match v {
@@ -342,11 +382,30 @@ async fn show(inbox: &Arc<dyn Inbox>, key: &str, out: &Out) -> Result<(), Failur
             out.line(format!("{:<13}{v}", paint(DIM, k)));
         }
     }
-    for (name, value) in &delivery.meta.headers {
-        out.line(format!("{}{name}: {value}", paint(DIM, "header       ")));
+    let event = event(redaction, &delivery);
+    for header in event.headers(&delivery.meta.headers) {
+        out.line(format!(
+            "{}{}: {}",
+            paint(DIM, "header       "),
+            header.name,
+            header.value
+        ));
     }
     out.line("");
-    out.line(String::from_utf8_lossy(&delivery.body));
+    let body = event.body(&delivery.body, DEFAULT_BODY_LIMIT);
+    match &body {
+        ShownBody::Json { text, redacted } => {
+            if *redacted > 0 {
+                out.line(paint(DIM, format!("({redacted} field(s) redacted)")));
+            }
+            out.line(text.as_ref());
+        }
+        ShownBody::Text(text) => out.line(*text),
+        other => out.line(paint(
+            DIM,
+            format!("({})", other.note().unwrap_or_default()),
+        )),
+    }
     Ok(())
 }
 
@@ -562,7 +621,7 @@ async fn tail(inbox: &Arc<dyn Inbox>, interval: Duration, out: &Out) -> Result<(
         if out.json {
             out.line(serde_json::json!({
                 "stats": stats_json(&s),
-                "new_dead": new.iter().map(|d| delivery_json(d, false)).collect::<Vec<_>>(),
+                "new_dead": new.iter().map(|d| delivery_json(d, None)).collect::<Vec<_>>(),
             }));
         } else {
             out.line(format!(

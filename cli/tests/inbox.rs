@@ -196,6 +196,72 @@ async fn exercise(url: &str) {
     assert_eq!((code, migrated["migrated"].as_bool()), (0, Some(true)));
 }
 
+/// Issue 34, item 6: `inbox show` redacts as the console and the admin API
+/// do, through webhooks-core's redaction: credential-named headers and JSON
+/// fields masked, configured fields and headers too.
+#[tokio::test]
+async fn show_redacts_headers_and_payload_fields() {
+    use support::run;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
+    let store = inbox_from_url(&url).await.unwrap();
+    let mut event = NewEvent::new(
+        "cli:stripe:pi",
+        "stripe",
+        r#"{"id":"evt_9","data":{"object":{"client_secret":"pi_secret_SECRETCS","customer":{"email":"SECRETMAIL@example.com"}}}}"#,
+    )
+    .with_event_type("payment_intent.created");
+    event.headers = vec![
+        ("stripe-signature".into(), "t=1,v1=SECRETSIG".into()),
+        ("x-digest".into(), "SECRETDIGEST".into()),
+        ("content-type".into(), "application/json".into()),
+    ];
+    store.accept(&event).await.unwrap();
+    let key = event.stored_key();
+    let args = [
+        "inbox",
+        "--url",
+        &url,
+        "show",
+        &key,
+        "--redact-field",
+        "data.object.customer.email",
+        "--redact-header",
+        "x-digest",
+    ];
+    let (code, shown) = run_json(&args);
+    assert_eq!(code, 0, "{shown}");
+    let text = shown.to_string();
+    for secret in ["SECRETCS", "SECRETMAIL", "SECRETSIG", "SECRETDIGEST"] {
+        assert!(!text.contains(secret), "{secret}: {text}");
+    }
+    assert_eq!(
+        shown["body"],
+        r#"{"id":"evt_9","data":{"object":{"client_secret":"redacted (string, 18 bytes)","customer":{"email":"redacted (string, 22 bytes)"}}}}"#
+    );
+    assert_eq!(shown["body_redacted"], 2);
+    assert!(text.contains("application/json"), "{text}");
+    let (code, stdout, stderr) = support::text(&run(&args));
+    assert_eq!(code, 0, "{stderr}");
+    for secret in ["SECRETCS", "SECRETMAIL", "SECRETSIG", "SECRETDIGEST"] {
+        assert!(!stdout.contains(secret), "{secret}: {stdout}");
+    }
+    assert!(stdout.contains("redacted (string, 18 bytes)"), "{stdout}");
+    assert!(stdout.contains("2 field(s) redacted"), "{stdout}");
+    // Without the flags, only the names that say credential.
+    let (_, plain) = run_json(&args[..5]);
+    let text = plain.to_string();
+    assert!(
+        text.contains("SECRETMAIL") && text.contains("SECRETDIGEST"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("SECRETCS") && !text.contains("SECRETSIG"),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn sqlite_inbox() {
     let dir = tempfile::tempdir().unwrap();

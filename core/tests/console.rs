@@ -923,3 +923,85 @@ fn requests_leave_headers_and_bodies_out_of_debug() {
         "{shown}"
     );
 }
+
+/// Issue 34, item 6: a Stripe-like body's `client_secret` is masked at any
+/// depth, a configured path too, a hook hides a field and a header; the
+/// delivery page alike; the raw download stays the exact bytes, admins only.
+#[tokio::test]
+async fn payload_fields_are_redacted() {
+    use webhooks_core::redact::{Decision, Redaction, Target};
+
+    let inbox = inbox().await;
+    let body = r#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","client_secret":"pi_1_secret_SECRETCS","customer":{"email":"SECRETMAIL@example.com","name":"Ada"},"card":{"fingerprint":"SECRETFP","last4":"4242"}}}}"#;
+    dead(&inbox, "k1", "payment_intent.succeeded", "evt_1", body).await;
+    let redaction = Redaction::new()
+        .field("data.object.customer.email")
+        .hook(|ctx| match ctx.target() {
+            Target::Field {
+                key: "fingerprint", ..
+            } if ctx
+                .event_type()
+                .is_some_and(|t| t.starts_with("payment_intent.")) =>
+            {
+                Decision::Hide
+            }
+            _ => ctx.default_decision(),
+        });
+    let console = Console::new(Arc::clone(&inbox))
+        .redaction(redaction)
+        .bodies_for_read_only(true);
+    for (who, path) in [
+        (admin(), "/dead/item"),
+        (admin(), "/deliveries/item"),
+        (reader(), "/dead/item"),
+    ] {
+        let page = get(&console, who, path, Some("key=k1")).await;
+        let html = text(&page);
+        assert_eq!(page.status, StatusCode::OK, "{html}");
+        for secret in ["SECRETCS", "SECRETMAIL", "SECRETFP", "fingerprint"] {
+            assert!(!html.contains(secret), "{path}: {secret}: {html}");
+        }
+        assert!(
+            html.contains("&quot;client_secret&quot;: &quot;redacted (string, 20 bytes)&quot;"),
+            "{path}: {html}"
+        );
+        assert!(
+            html.contains("&quot;email&quot;: &quot;redacted (string, 22 bytes)&quot;"),
+            "{path}: {html}"
+        );
+        assert!(
+            html.contains("&quot;last4&quot;: &quot;4242&quot;"),
+            "{html}"
+        );
+        assert!(html.contains("3 field(s) redacted"), "{html}");
+    }
+    // The raw download: the exact bytes, for admins only, even with
+    // bodies for read-only users.
+    let raw = get(&console, admin(), "/dead/raw", Some("key=k1")).await;
+    assert_eq!(raw.status, StatusCode::OK);
+    assert_eq!(&raw.body[..], body.as_bytes());
+    let raw = get(&console, reader(), "/dead/raw", Some("key=k1")).await;
+    assert_eq!(raw.status, StatusCode::FORBIDDEN);
+
+    // A JSON body over the cap is not parsed, so not shown; the page says so.
+    let small = Console::new(Arc::clone(&inbox)).body_cap(64);
+    let page = get(&small, admin(), "/dead/item", Some("key=k1")).await;
+    let html = text(&page);
+    assert!(!html.contains("SECRETCS"), "{html}");
+    assert!(html.contains("not-parsed"), "{html}");
+
+    // A hook that hides the whole body hides it from the raw download too.
+    let hidden = Console::new(inbox).redaction(Redaction::new().hook(|ctx| match ctx.target() {
+        Target::Body => Decision::Hide,
+        _ => ctx.default_decision(),
+    }));
+    let page = get(&hidden, admin(), "/dead/item", Some("key=k1")).await;
+    let html = text(&page);
+    assert!(
+        !html.contains("evt_1\",") && !html.contains("Ada"),
+        "{html}"
+    );
+    assert!(!html.contains("Download raw body"), "{html}");
+    let raw = get(&hidden, admin(), "/dead/raw", Some("key=k1")).await;
+    assert_eq!(raw.status, StatusCode::FORBIDDEN);
+}

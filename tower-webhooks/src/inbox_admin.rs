@@ -127,6 +127,15 @@ impl InboxAdmin {
         self
     }
 
+    /// What answers show of headers and payload fields: configured paths
+    /// and an application hook; see [`AdminConfig::redaction`] and
+    /// [`Redaction`](webhooks_core::redact::Redaction).
+    #[must_use]
+    pub fn redaction(mut self, redaction: webhooks_core::redact::Redaction) -> Self {
+        self.config = self.config.redaction(redaction);
+        self
+    }
+
     /// Decides, for each request, whether it is an admin's (may do
     /// everything), a read-only user's (`GET`s only, no bodies) or denied
     /// (`403`).

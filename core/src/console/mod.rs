@@ -15,8 +15,8 @@
 //! | `/` | whether processing runs or is paused (admins: pause / resume, see [`Inbox::set_paused`]), counts (depth, due, oldest due age, in flight, dead, completed), a chart of them, dead letters by scheme and event type; purge completed (younger than [`min_purge_age`](Console::min_purge_age) only with "force" ticked) |
 //! | `/dead` | dead letters, filtered by scheme, event type and receipt time (or looked up by delivery id or key), cursor-paginated; replay or discard the selected ones, or all that match the filter (the count shown first, at most [`bulk_limit`](Console::bulk_limit)); a delivery-id lookup or a count stops once the store has examined 10,000 dead letters, and offers to continue |
 //! | `/deliveries?state=` | the deliveries in one state — tabs Due, Retrying, In flight, Dead, Completed ([`DeliveryState`](crate::inbox::DeliveryState)) — newest first (or oldest first), filtered by scheme, event type, delivery id and receipt time, cursor-paginated; read-only (the dead letters' actions are on `/dead`) |
-//! | `/deliveries/item?key=` | one delivery in any state: its state, attempts, due time or lease end, last error, kept headers (credentials redacted), the body (admins) |
-//! | `/dead/item?key=` | one dead letter: metadata, kept headers (credentials redacted), the body (pretty-printed when JSON, capped), raw download |
+//! | `/deliveries/item?key=` | one delivery in any state: its state, attempts, due time or lease end, last error, kept headers (credentials redacted), the body (admins; credential-named and configured JSON fields redacted, [`Console::redaction`]) |
+//! | `/dead/item?key=` | one dead letter: metadata, kept headers (credentials redacted), the body (pretty-printed when JSON, its credential-named and configured fields redacted, capped; a JSON body over `body_cap` not shown), raw download (the exact bytes, admins only) |
 //!
 //! **Safety.** Every state-changing request is a `POST` carrying a token
 //! bound to the identity (HMAC, 12 hours), from the same origin (`Origin` /
@@ -305,6 +305,18 @@ impl Console {
         self.settings(|s| s.redaction = std::mem::take(&mut s.redaction).headers(names))
     }
 
+    /// What the item pages show of headers and bodies: configured headers
+    /// and payload fields, an application hook ([`Redaction`]); replaces
+    /// the names given to [`redact_headers`](Self::redact_headers) before.
+    /// Credential-named headers and fields are redacted whatever it says,
+    /// unless its hook shows them. JSON bodies longer than
+    /// [`body_cap`](Self::body_cap) are not parsed, so not shown; the raw
+    /// download (admins only) is the exact bytes.
+    #[must_use]
+    pub fn redaction(self, redaction: Redaction) -> Self {
+        self.settings(|s| s.redaction = redaction)
+    }
+
     /// The most dead letters one "all matching the filter" action affects
     /// (default 1,000, at least 1).
     #[must_use]
@@ -312,8 +324,9 @@ impl Console {
         self.settings(|s| s.bulk_limit = limit.max(1))
     }
 
-    /// How much of a body the detail page shows (default 64 KiB); the raw
-    /// download has it whole.
+    /// How much of a body the detail page shows (default 64 KiB), and the
+    /// longest JSON body it parses to redact its fields (a longer one is
+    /// not shown); the raw download has it whole.
     #[must_use]
     pub fn body_cap(self, bytes: usize) -> Self {
         self.settings(|s| s.body_cap = bytes)
@@ -554,13 +567,20 @@ impl Console {
             ));
         };
         let show_body = view.admin || self.inner.bodies_for_read_only;
-        let dead = DeadLetter {
-            meta: self.redact(dead.meta),
-            ..dead
-        };
+        let event = self.event(&dead.meta);
+        let headers = event.headers(&dead.meta.headers);
+        let body = show_body.then(|| event.body(&dead.body, self.inner.body_cap));
+        let raw = view.admin && self.raw_allowed(&dead.meta);
         Ok(ConsoleResponse::html(
             StatusCode::OK,
-            render::detail(view, &dead, show_body, self.inner.body_cap),
+            render::detail(
+                view,
+                &dead,
+                &headers,
+                body.as_ref(),
+                raw,
+                self.inner.body_cap,
+            ),
         ))
     }
 
@@ -569,8 +589,13 @@ impl Console {
         view: &render::View<'_>,
         query: &[(String, String)],
     ) -> Result<ConsoleResponse, InboxError> {
-        if !(view.admin || self.inner.bodies_for_read_only) {
-            return Ok(forbidden(view.base, "Bodies are shown to admins only."));
+        // The exact bytes, not redacted: admins only, even with
+        // `bodies_for_read_only`.
+        if !view.admin {
+            return Ok(forbidden(
+                view.base,
+                "The raw body (exact bytes, not redacted) is for admins only.",
+            ));
         }
         let Some(key) = field(query, "key") else {
             return Ok(bad_request(view.base, "key is required"));
@@ -581,6 +606,12 @@ impl Console {
                 render::message(view.base, "Not a dead letter", "No such dead letter."),
             ));
         };
+        if !self.raw_allowed(&dead.meta) {
+            return Ok(forbidden(
+                view.base,
+                "The redaction hook masks or hides this body.",
+            ));
+        }
         let mut response =
             ConsoleResponse::new(StatusCode::OK, "application/octet-stream", dead.body);
         response.headers.insert(
@@ -847,25 +878,29 @@ impl Console {
             ));
         };
         let show_body = view.admin || self.inner.bodies_for_read_only;
-        let one = crate::inbox::Delivery {
-            meta: self.redact(one.meta),
-            ..one
-        };
+        let event = self.event(&one.meta);
+        let headers = event.headers(&one.meta.headers);
+        let body = show_body.then(|| event.body(&one.body, self.inner.body_cap));
         Ok(ConsoleResponse::html(
             StatusCode::OK,
-            render::delivery(view, &one, show_body, self.inner.body_cap),
+            render::delivery(view, &one, &headers, body.as_ref(), self.inner.body_cap),
         ))
     }
 
-    /// The configured headers' values masked before rendering (the page
-    /// redacts those named as credentials itself).
-    fn redact(&self, mut meta: crate::inbox::EventMeta) -> crate::inbox::EventMeta {
-        for (name, value) in &mut meta.headers {
-            if self.inner.redaction.is_configured(name) {
-                *value = Redaction::mask(value);
-            }
-        }
-        meta
+    /// The redaction of one event's page.
+    fn event<'a>(&'a self, meta: &'a crate::inbox::EventMeta) -> crate::redact::EventRedaction<'a> {
+        self.inner.redaction.event(
+            crate::redact::Surface::Console,
+            &meta.scheme,
+            meta.event_type.as_deref(),
+        )
+    }
+
+    /// Whether the raw download may serve this body: unless the hook masks
+    /// or hides it as a whole (fields are the page's business: the
+    /// download is the exact bytes).
+    fn raw_allowed(&self, meta: &crate::inbox::EventMeta) -> bool {
+        self.event(meta).body_decision() == crate::redact::Decision::Show
     }
 }
 

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::redact::{ShownBody, ShownHeader};
 use maud::{DOCTYPE, Markup, html};
 
 use crate::inbox::{
@@ -470,25 +471,66 @@ fn dead_table(view: &View<'_>, page: &ListPage) -> Markup {
     }
 }
 
-/// Header names whose values are credentials: shown redacted ([`crate::redact`]).
-fn redacted(name: &str) -> bool {
-    crate::redact::is_credential_header(name)
+/// The body as shown: JSON (its fields redacted) re-indented, text, or a
+/// note; capped at `cap` bytes (`true` when cut).
+fn body_text(body: &ShownBody<'_>, cap: usize) -> (String, bool) {
+    match body {
+        ShownBody::Json { text, .. } => indent_json(text, cap),
+        ShownBody::Text(text) => {
+            let shown = &text[..floor_char_boundary(text, cap)];
+            (shown.to_owned(), shown.len() < text.len())
+        }
+        ShownBody::Binary { len } => (
+            format!("(binary, {len} bytes: admins can use the raw download)"),
+            false,
+        ),
+        other => (format!("({})", other.note().unwrap_or_default()), false),
+    }
 }
 
-/// The body as shown: pretty JSON, text, or a note for binary; capped at
-/// `cap` bytes (`true` when cut).
-fn body_text(body: &[u8], cap: usize) -> (String, bool) {
-    let Ok(text) = std::str::from_utf8(body) else {
-        return (
-            format!("(binary, {} bytes: use the raw download)", body.len()),
-            false,
-        );
-    };
-    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
-        return indent_json(text, cap);
+/// The kept headers, as [`crate::redact`] lets them be shown.
+fn headers_table(headers: &[ShownHeader]) -> Markup {
+    html! {
+        @if headers.is_empty() {
+            p.muted { "No headers are shown (the receiver keeps the ones it was told to)." }
+        } @else {
+            table.headers {
+                @for header in headers {
+                    tr { th { (header.name) } td { @if header.masked { span.redacted { (header.value) } } @else { code { (header.value) } } } }
+                }
+            }
+        }
     }
-    let shown = &text[..floor_char_boundary(text, cap)];
-    (shown.to_owned(), shown.len() < text.len())
+}
+
+/// The body section: `None` when the viewer may not see bodies; the raw
+/// download link when `raw`.
+fn body_section(
+    base: &str,
+    len: usize,
+    body: Option<&ShownBody<'_>>,
+    cap: usize,
+    raw: Option<String>,
+) -> Markup {
+    html! {
+        h2 { "Body " span.muted { "(" (len) " bytes)" } }
+        @if let Some(body) = body {
+            @let (text, cut) = body_text(body, cap);
+            @if cut { p.muted { "Cut at " (cap) " bytes." } }
+            @if let ShownBody::Json { redacted, .. } = body {
+                @if *redacted > 0 { p.muted #redacted-fields { (redacted) " field(s) redacted (masked or left out)." } }
+            }
+            @if let ShownBody::NotParsed { .. } = body {
+                p.muted #not-parsed { "This JSON body is longer than the console parses to redact its fields (body_cap), so it is not shown here." }
+            }
+            pre #body { (text) }
+            @if let Some(query) = raw {
+                p { a.button.secondary href={ (base) "/dead/raw?" (query) } download { "Download raw body (exact bytes, not redacted; admins only)" } }
+            }
+        } @else {
+            p.muted { "Bodies are shown to admins only." }
+        }
+    }
 }
 
 /// The largest character boundary of `text` at most `at`.
@@ -578,7 +620,14 @@ fn indent_json(text: &str, cap: usize) -> (String, bool) {
 }
 
 /// One dead letter.
-pub(super) fn detail(view: &View<'_>, dead: &DeadLetter, show_body: bool, cap: usize) -> Markup {
+pub(super) fn detail(
+    view: &View<'_>,
+    dead: &DeadLetter,
+    headers: &[ShownHeader],
+    body: Option<&ShownBody<'_>>,
+    raw: bool,
+    cap: usize,
+) -> Markup {
     let base = view.base;
     let meta = &dead.meta;
     let key_query = encode(&[("key", &meta.key)]);
@@ -617,24 +666,8 @@ pub(super) fn detail(view: &View<'_>, dead: &DeadLetter, show_body: bool, cap: u
         h2 { "Last error" }
         pre.error { (dead.last_error.as_deref().unwrap_or("—")) }
         h2 { "Headers" }
-        @if meta.headers.is_empty() {
-            p.muted { "No headers were kept (the receiver keeps the ones it was told to)." }
-        } @else {
-            table.headers {
-                @for (name, value) in &meta.headers {
-                    tr { th { (name) } td { @if redacted(name) { span.redacted { "redacted (" (value.len()) " bytes)" } } @else { code { (value) } } } }
-                }
-            }
-        }
-        h2 { "Body " span.muted { "(" (dead.body.len()) " bytes)" } }
-        @if show_body {
-            @let (text, cut) = body_text(&dead.body, cap);
-            @if cut { p.muted { "Cut at " (cap) " bytes." } }
-            pre #body { (text) }
-            p { a.button.secondary href={ (base) "/dead/raw?" (key_query) } download { "Download raw body" } }
-        } @else {
-            p.muted { "Bodies are shown to admins only." }
-        }
+        (headers_table(headers))
+        (body_section(base, dead.body.len(), body, cap, raw.then_some(key_query)))
     };
     layout(base, "Dead letter", Some((view, "dead")), 0, &content)
 }
@@ -744,7 +777,13 @@ pub(super) fn deliveries(
 }
 
 /// One delivery in any state; the body only with `show_body`.
-pub(super) fn delivery(view: &View<'_>, one: &Delivery, show_body: bool, cap: usize) -> Markup {
+pub(super) fn delivery(
+    view: &View<'_>,
+    one: &Delivery,
+    headers: &[ShownHeader],
+    body: Option<&ShownBody<'_>>,
+    cap: usize,
+) -> Markup {
     let base = view.base;
     let meta = &one.meta;
     let back = format!(
@@ -775,23 +814,8 @@ pub(super) fn delivery(view: &View<'_>, one: &Delivery, show_body: bool, cap: us
         h2 { "Last error" }
         pre.error { (one.last_error.as_deref().unwrap_or("—")) }
         h2 { "Headers" }
-        @if meta.headers.is_empty() {
-            p.muted { "No headers were kept (the receiver keeps the ones it was told to)." }
-        } @else {
-            table.headers {
-                @for (name, value) in &meta.headers {
-                    tr { th { (name) } td { @if redacted(name) { span.redacted { "redacted (" (value.len()) " bytes)" } } @else { code { (value) } } } }
-                }
-            }
-        }
-        h2 { "Body " span.muted { "(" (one.body.len()) " bytes)" } }
-        @if show_body {
-            @let (text, cut) = body_text(&one.body, cap);
-            @if cut { p.muted { "Cut at " (cap) " bytes." } }
-            pre #body { (text) }
-        } @else {
-            p.muted { "Bodies are shown to admins only." }
-        }
+        (headers_table(headers))
+        (body_section(base, one.body.len(), body, cap, None))
     };
     layout(base, "Delivery", Some((view, "deliveries")), 0, &content)
 }
@@ -944,23 +968,25 @@ mod tests {
     }
 
     #[test]
-    fn credentials_are_redacted_and_bodies_capped() {
-        for name in [
-            "Stripe-Signature",
-            "authorization",
-            "Cookie",
-            "X-Hub-Signature-256",
-            "X-Api-Key",
-        ] {
-            assert!(redacted(name), "{name}");
-        }
-        assert!(!redacted("content-type"));
+    fn bodies_capped() {
+        let shown = |body: &'static [u8]| {
+            crate::redact::Redaction::new()
+                .event(crate::redact::Surface::Console, "s", None)
+                .body(body, 100)
+        };
         assert_eq!(
-            body_text(br#"{"a":1}"#, 100),
+            body_text(&shown(br#"{"a":1}"#), 100),
             ("{\n  \"a\": 1\n}".to_owned(), false)
         );
-        assert_eq!(body_text("ééé".as_bytes(), 3), ("é".to_owned(), true));
-        assert!(body_text(&[0xff, 0xfe], 100).0.starts_with("(binary"));
+        assert_eq!(
+            body_text(&shown("ééé".as_bytes()), 3),
+            ("é".to_owned(), true)
+        );
+        assert!(
+            body_text(&shown(&[0xff, 0xfe]), 100)
+                .0
+                .starts_with("(binary")
+        );
     }
 
     /// Issue 35, item 3: a 1 MiB body nested 120 deep re-indented whole was
@@ -987,7 +1013,13 @@ mod tests {
             text.capacity()
         );
         assert!(text.starts_with("[\n  [\n    ["), "{}", &text[..40]);
-        let (shown, cut) = body_text(body.as_bytes(), CAP);
+        let (shown, cut) = body_text(
+            &ShownBody::Json {
+                text: body.as_str().into(),
+                redacted: 0,
+            },
+            CAP,
+        );
         assert!(cut && shown.len() <= CAP && shown == text);
         // A short document is indented whole, and not marked cut.
         assert_eq!(

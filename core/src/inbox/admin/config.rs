@@ -90,6 +90,17 @@ impl AdminConfig {
         self
     }
 
+    /// What answers show of headers and bodies: configured headers and
+    /// payload fields, an application hook ([`Redaction`]); replaces the
+    /// names given to [`redact_headers`](Self::redact_headers) before.
+    /// JSON bodies over [`DEFAULT_BODY_LIMIT`](crate::redact::DEFAULT_BODY_LIMIT)
+    /// are not parsed, so answered `"body": null` with `"body_omitted"`.
+    #[must_use]
+    pub fn redaction(mut self, redaction: Redaction) -> Self {
+        self.redaction = redaction;
+        self
+    }
+
     /// The smallest `older_than` a purge accepts without `force=true`:
     /// [`min_purge_age`](Self::min_purge_age), raised to
     /// [`purge_floor`](crate::inbox::purge_floor) (the longest provider

@@ -20,7 +20,14 @@
 //! `X-Shopify-Hmac-Sha256`, `X-Hub-Signature-256`, ...) and those the
 //! configuration names ([`AdminConfig::redact_headers`]: pass your
 //! verifier's [`credential_headers`](crate::RequestVerifier::credential_headers)),
-//! shown as `"redacted (N bytes)"`. Every answer, refusals included,
+//! shown as `"redacted (N bytes)"`. In item answers, the body's JSON
+//! fields named like credentials (`client_secret`, `access_token`, ...)
+//! and the paths configured with [`AdminConfig::redaction`] are masked
+//! (`"redacted (string, 24 bytes)"`, counted in `"body_redacted"`), and
+//! its hook may show, mask or hide any header, field or body
+//! ([`crate::redact`]); a JSON body over
+//! [`DEFAULT_BODY_LIMIT`](crate::redact::DEFAULT_BODY_LIMIT) is not parsed,
+//! so answered `"body": null` with `"body_omitted"`. Every answer, refusals included,
 //! carries `Cache-Control: no-store` and `X-Content-Type-Options: nosniff`
 //! ([`AdminResponse::headers`]).
 //!

@@ -783,3 +783,97 @@ async fn every_answer_is_no_store_and_nosniff() {
         );
     }
 }
+
+/// Issue 34, item 6: a Stripe-like body's `client_secret` is masked, a
+/// configured path too, and a hook hides a field and a header, in item
+/// answers for deliveries and dead letters; a JSON body over the limit is
+/// answered `null` with why.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn payload_fields_are_redacted() {
+    use crate::inbox::{ClaimToken, NewEvent};
+    use crate::redact::{Decision, Redaction, Surface, Target};
+
+    let inbox = inbox().await;
+    let body = r#"{"id":"evt_1","data":{"object":{"client_secret":"pi_1_secret_SECRETCS","receipt_email":"SECRETMAIL@example.com","metadata":{"internal_note":"SECRETNOTE"},"amount":2000}}}"#;
+    let mut event = NewEvent::new("k1", "stripe", body).with_event_type("payment_intent.created");
+    event.headers = vec![
+        ("stripe-signature".into(), "t=1,v1=SECRETSIG".into()),
+        ("x-request-id".into(), "SECRETREQ".into()),
+        ("content-type".into(), "application/json".into()),
+    ];
+    inbox.accept(&event).await.unwrap();
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 1, Duration::from_secs(30), 1)
+        .await
+        .unwrap();
+    let dead = inbox.dead_letter("k1", token, "boom").await.unwrap();
+    assert_eq!((leased.len(), dead), (1, Transition::Applied));
+    let big = format!(
+        r#"{{"client_secret":"SECRETBIG","pad":"{}"}}"#,
+        "x".repeat(70 * 1024)
+    );
+    inbox
+        .accept(&NewEvent::new("k2", "stripe", big))
+        .await
+        .unwrap();
+
+    let config =
+        AdminConfig::new().redaction(Redaction::new().field("data.object.receipt_email").hook(
+            |ctx| {
+                assert_eq!(ctx.surface(), Surface::AdminApi);
+                match ctx.target() {
+                    Target::Field { path, .. } if path.starts_with("data.object.metadata.") => {
+                        Decision::Hide
+                    }
+                    Target::Header("x-request-id") => Decision::Hide,
+                    _ => ctx.default_decision(),
+                }
+            },
+        ));
+    let admin = || Some(Access::Admin("ada".into()));
+    for target in ["/dead-letters/k1", "/deliveries/k1"] {
+        let answer = call(&inbox, &config, admin(), Method::GET, target, &[]).await;
+        assert_eq!(answer.status, StatusCode::OK, "{target}: {}", answer.body);
+        let text = answer.body.to_string();
+        for secret in [
+            "SECRETCS",
+            "SECRETMAIL",
+            "SECRETNOTE",
+            "SECRETSIG",
+            "SECRETREQ",
+            "x-request-id",
+        ] {
+            assert!(!text.contains(secret), "{target}: {secret}: {text}");
+        }
+        let shown: Value = serde_json::from_str(answer.body["body"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            shown,
+            serde_json::json!({"id": "evt_1", "data": {"object": {
+                "client_secret": "redacted (string, 20 bytes)",
+                "receipt_email": "redacted (string, 22 bytes)",
+                "metadata": {},
+                "amount": 2000,
+            }}}),
+            "{target}"
+        );
+        assert_eq!(answer.body["body_redacted"], 3, "{target}");
+        assert_eq!(
+            answer.body["headers"].as_array().unwrap().len(),
+            2,
+            "{text}"
+        );
+    }
+    let answer = call(&inbox, &config, admin(), Method::GET, "/deliveries/k2", &[]).await;
+    let text = answer.body.to_string();
+    assert!(!text.contains("SECRETBIG"), "{text}");
+    assert_eq!(answer.body["body"], Value::Null);
+    assert!(
+        answer.body["body_omitted"]
+            .as_str()
+            .unwrap()
+            .contains("65536-byte limit"),
+        "{text}"
+    );
+}
