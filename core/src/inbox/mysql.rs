@@ -302,7 +302,11 @@ impl MySqlInbox {
         Ok(rows
             .into_iter()
             .map(|mut row| {
-                row.9 = if row.9 < i64::from(i32::MAX) { row.9 + 1 } else { row.9 };
+                row.9 = if row.9 < i64::from(i32::MAX) {
+                    row.9 + 1
+                } else {
+                    row.9
+                };
                 leased(row, token)
             })
             .collect())
