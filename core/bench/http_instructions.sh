@@ -75,8 +75,9 @@ total() {
 
 # Inclusive instructions of sha2's block function in a dump.
 sha256() {
+    # (awk reads to the end: an early exit would fail the pipe under pipefail)
     callgrind_annotate --inclusive=yes "$1" 2>/dev/null |
-        awk '/sha2::sha256::compress256/ { gsub(/,/, "", $1); print $1; exit }'
+        awk '/sha2::sha256::compress256/ && !found { gsub(/,/, "", $1); print $1; found = 1 }'
 }
 
 declare -A per
@@ -94,9 +95,9 @@ for fw in $FRAMEWORKS; do
         done
         grep -q '^ready' "$OUT/$fw-$cfg.log" || { echo "http_instructions: $fw $cfg did not start" >&2; cat "$OUT/$fw-$cfg.log" >&2; kill "$pid"; exit 1; }
         send "$port" "$WARMUP"
-        callgrind_control -z "$pid" >/dev/null
+        callgrind_control -z "$pid" >/dev/null 2>&1
         send "$port" "$N"
-        callgrind_control -d "$pid" >/dev/null
+        callgrind_control -d "$pid" >/dev/null 2>&1
         kill "$pid"
         wait "$pid" 2>/dev/null || true
         dump="$(ls -t "$file".* 2>/dev/null | head -1)"
