@@ -1075,6 +1075,51 @@ pub(crate) fn from_ms(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
+/// One page of `items` as `filter` asks: for the engines that list a whole
+/// state from the broker and cannot filter, order or page at the source
+/// (JetStream, RabbitMQ). Filters by scheme, event type, delivery id and
+/// received time, orders by `(received_at, key)` and resumes after the
+/// filter's cursor.
+#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+pub(crate) fn page_in_memory(mut items: Vec<Delivery>, filter: &DeliveryFilter) -> DeliveryPage {
+    items.retain(|d| {
+        filter.scheme.as_ref().is_none_or(|x| *x == d.meta.scheme)
+            && filter
+                .event_type
+                .as_ref()
+                .is_none_or(|x| Some(x) == d.meta.event_type.as_ref())
+            && filter
+                .delivery_id
+                .as_ref()
+                .is_none_or(|x| Some(x) == d.meta.delivery_id.as_ref())
+            && filter.received_from.is_none_or(|t| d.meta.received_at >= t)
+            && filter.received_until.is_none_or(|t| d.meta.received_at < t)
+    });
+    let position = |d: &Delivery| (to_ms(d.meta.received_at), d.meta.key.clone());
+    items.sort_by_key(position);
+    if filter.order == DeliveryOrder::NewestFirst {
+        items.reverse();
+    }
+    if let Some(after) = &filter.after {
+        let cursor = (after.received_at_ms, after.key.clone());
+        items.retain(|d| match filter.order {
+            DeliveryOrder::NewestFirst => position(d) < cursor,
+            DeliveryOrder::OldestFirst => position(d) > cursor,
+        });
+    }
+    let size = filter.page_size() as usize;
+    let next = (items.len() > size).then(|| {
+        let (received_at_ms, key) = position(&items[size - 1]);
+        DeliveryCursor {
+            order: filter.order,
+            received_at_ms,
+            key,
+        }
+    });
+    items.truncate(size);
+    DeliveryPage { items, next }
+}
+
 /// A time as epoch milliseconds.
 pub(crate) fn to_ms(time: SystemTime) -> i64 {
     time.duration_since(UNIX_EPOCH)
@@ -1479,6 +1524,65 @@ fn feature_off(reason: &'static str) -> OpenError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The brokers' listing: filtered, newest first, in pages that resume
+    /// after their cursor; the last page has none.
+    #[cfg(any(feature = "nats", feature = "rabbitmq"))]
+    #[test]
+    fn page_in_memory_filters_orders_and_resumes() {
+        let at = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+        let item = |key: &str, scheme: &str, ms: u64| Delivery {
+            meta: EventMeta {
+                key: key.to_owned(),
+                scheme: scheme.to_owned(),
+                delivery_id: None,
+                event_type: None,
+                matched_key: String::new(),
+                headers: Vec::new(),
+                received_at: at(ms),
+                signed_at: None,
+            },
+            state: DeliveryState::Dead,
+            attempts: 1,
+            last_error: None,
+            due_at: None,
+            lease_until: None,
+            updated_at: at(ms),
+            body: Bytes::new(),
+        };
+        let all = || {
+            vec![
+                item("b", "stripe", 20),
+                item("x", "github", 25),
+                item("a", "stripe", 20),
+                item("c", "stripe", 30),
+                item("d", "stripe", 40),
+            ]
+        };
+        let keys = |page: &DeliveryPage| -> Vec<String> {
+            page.items.iter().map(|d| d.meta.key.clone()).collect()
+        };
+        let mut filter = DeliveryFilter {
+            state: DeliveryState::Dead,
+            order: DeliveryOrder::NewestFirst,
+            scheme: Some("stripe".to_owned()),
+            limit: Some(2),
+            ..DeliveryFilter::default()
+        };
+        let first = page_in_memory(all(), &filter);
+        assert_eq!(keys(&first), ["d", "c"]);
+        filter.after = first.next;
+        let second = page_in_memory(all(), &filter);
+        assert_eq!(keys(&second), ["b", "a"], "ties ordered by key");
+        assert!(second.next.is_none(), "the last page has no cursor");
+        filter.after = None;
+        filter.order = DeliveryOrder::OldestFirst;
+        filter.received_from = Some(at(21));
+        filter.limit = Some(10);
+        let oldest = page_in_memory(all(), &filter);
+        assert_eq!(keys(&oldest), ["c", "d"]);
+        assert!(oldest.next.is_none());
+    }
 
     #[test]
     fn long_keys_are_digested() {

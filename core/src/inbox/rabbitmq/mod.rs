@@ -67,8 +67,8 @@ use lapin::{
 
 use super::{
     Accepted, Activity, ClaimToken, DeadLetter, DeadLetterCursor, DeadLetterFilter, DeadLetterPage,
-    Delivery, DeliveryFilter, DeliveryOrder, DeliveryPage, DeliveryState, EXPIRED_ON_LAST_ATTEMPT,
-    InboxError, InboxStats, LeasedEvent, NewEvent, Transition, to_ms,
+    Delivery, DeliveryFilter, DeliveryPage, DeliveryState, EXPIRED_ON_LAST_ATTEMPT, InboxError,
+    InboxStats, LeasedEvent, NewEvent, Transition, to_ms,
 };
 use crate::dedup::{Claim, DedupStore};
 
@@ -684,7 +684,7 @@ impl super::Inbox for RabbitMqInbox {
 
     async fn deliveries(&self, filter: &DeliveryFilter) -> Result<DeliveryPage, InboxError> {
         let s = &self.shared;
-        let mut items: Vec<Delivery> = match filter.state {
+        let items: Vec<Delivery> = match filter.state {
             DeliveryState::Dead => s
                 .dead_letters(false)
                 .await?
@@ -708,42 +708,7 @@ impl super::Inbox for RabbitMqInbox {
                 ));
             }
         };
-        items.retain(|d| {
-            filter.scheme.as_ref().is_none_or(|x| *x == d.meta.scheme)
-                && filter
-                    .event_type
-                    .as_ref()
-                    .is_none_or(|x| Some(x) == d.meta.event_type.as_ref())
-                && filter
-                    .delivery_id
-                    .as_ref()
-                    .is_none_or(|x| Some(x) == d.meta.delivery_id.as_ref())
-                && filter.received_from.is_none_or(|t| d.meta.received_at >= t)
-                && filter.received_until.is_none_or(|t| d.meta.received_at < t)
-        });
-        let position = |d: &Delivery| (to_ms(d.meta.received_at), d.meta.key.clone());
-        items.sort_by_key(position);
-        if filter.order == DeliveryOrder::NewestFirst {
-            items.reverse();
-        }
-        if let Some(after) = &filter.after {
-            let cursor = (after.received_at_ms, after.key.clone());
-            items.retain(|d| match filter.order {
-                DeliveryOrder::NewestFirst => position(d) < cursor,
-                DeliveryOrder::OldestFirst => position(d) > cursor,
-            });
-        }
-        let size = filter.page_size() as usize;
-        let next = (items.len() > size).then(|| {
-            let (received_at_ms, key) = position(&items[size - 1]);
-            super::DeliveryCursor {
-                order: filter.order,
-                received_at_ms,
-                key,
-            }
-        });
-        items.truncate(size);
-        Ok(DeliveryPage { items, next })
+        Ok(super::page_in_memory(items, filter))
     }
 
     async fn delivery_get(&self, key: &str) -> Result<Option<Delivery>, InboxError> {
