@@ -127,6 +127,8 @@ pub mod signals;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod sql;
 
+#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+mod broker_format;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "nats")]

@@ -8,35 +8,9 @@ use async_nats::jetstream::message::StreamMessage;
 use bytes::Bytes;
 use sha2::{Digest as _, Sha256};
 
-use super::super::{DeadLetter, EventMeta, to_ms};
+pub(super) use super::super::broker_format::{Dead, Meta, event_meta};
+use super::super::{DeadLetter, to_ms};
 use super::{DEAD_HEADER, META_HEADER};
-
-/// The metadata kept with a delivery, as the `Webhooks-Meta` header carries it.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(super) struct Meta {
-    pub(super) key: String,
-    pub(super) scheme: String,
-    #[serde(default)]
-    pub(super) delivery_id: Option<String>,
-    #[serde(default)]
-    pub(super) event_type: Option<String>,
-    #[serde(default)]
-    pub(super) matched_key: String,
-    #[serde(default)]
-    pub(super) headers: Vec<(String, String)>,
-    #[serde(default)]
-    pub(super) signed_at: Option<u64>,
-    pub(super) received_at_ms: i64,
-}
-
-/// What a dead letter adds, as the `Webhooks-Dead` header carries it.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(super) struct Dead {
-    pub(super) attempts: u32,
-    #[serde(default)]
-    pub(super) last_error: Option<String>,
-    pub(super) dead_at_ms: i64,
-}
 
 pub(super) fn dead_letter_of(message: &StreamMessage, with_body: bool) -> Option<DeadLetter> {
     let meta = header_json::<Meta>(&message.headers, META_HEADER)?;
@@ -59,19 +33,6 @@ pub(super) fn header_json<T: serde::de::DeserializeOwned>(
     name: &str,
 ) -> Option<T> {
     serde_json::from_str(headers.get(name)?.as_str()).ok()
-}
-
-pub(super) fn event_meta(meta: &Meta) -> EventMeta {
-    EventMeta {
-        key: meta.key.clone(),
-        scheme: meta.scheme.clone(),
-        delivery_id: meta.delivery_id.clone(),
-        event_type: meta.event_type.clone(),
-        matched_key: meta.matched_key.clone(),
-        headers: meta.headers.clone(),
-        received_at: super::super::from_ms(meta.received_at_ms),
-        signed_at: meta.signed_at,
-    }
 }
 
 /// When a completion record was written (its payload: epoch milliseconds).

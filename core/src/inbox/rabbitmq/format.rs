@@ -4,36 +4,9 @@
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 
-use super::super::{DeadLetter, EventMeta, from_ms};
+pub(super) use super::super::broker_format::{Dead, Meta, event_meta};
+use super::super::{DeadLetter, from_ms};
 use super::{ATTEMPTS_HEADER, DEAD_HEADER, META_HEADER, REPLAY_HEADER};
-
-/// The metadata kept with a delivery, as the `webhooks-meta` header carries it
-/// (the same JSON as the JetStream inbox's `Webhooks-Meta`).
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub(super) struct Meta {
-    pub(super) key: String,
-    pub(super) scheme: String,
-    #[serde(default)]
-    pub(super) delivery_id: Option<String>,
-    #[serde(default)]
-    pub(super) event_type: Option<String>,
-    #[serde(default)]
-    pub(super) matched_key: String,
-    #[serde(default)]
-    pub(super) headers: Vec<(String, String)>,
-    #[serde(default)]
-    pub(super) signed_at: Option<u64>,
-    pub(super) received_at_ms: i64,
-}
-
-/// What a dead letter adds, as the `webhooks-dead` header carries it.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(super) struct Dead {
-    pub(super) attempts: u32,
-    #[serde(default)]
-    pub(super) last_error: Option<String>,
-    pub(super) dead_at_ms: i64,
-}
 
 /// What the inbox reads back from a message's headers.
 pub(super) struct Headers {
@@ -130,19 +103,6 @@ fn text_value(text: &str) -> AMQPValue {
 
 pub(super) fn json_text<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
-}
-
-pub(super) fn event_meta(meta: &Meta) -> EventMeta {
-    EventMeta {
-        key: meta.key.clone(),
-        scheme: meta.scheme.clone(),
-        delivery_id: meta.delivery_id.clone(),
-        event_type: meta.event_type.clone(),
-        matched_key: meta.matched_key.clone(),
-        headers: meta.headers.clone(),
-        received_at: from_ms(meta.received_at_ms),
-        signed_at: meta.signed_at,
-    }
 }
 
 /// The dead letter a message of the dead-letter queue holds; `None` when it
