@@ -26,34 +26,22 @@
 //! `.ci/redis-cluster start` after each round and at the end, also when the
 //! test fails.
 
+#[path = "support/chaos.rs"]
+mod chaos;
 mod support;
 
-use std::collections::{BTreeMap, HashSet};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::HashSet;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-use tokio::net::{TcpListener, TcpStream};
-use webhooks_core::Receiver;
+use chaos::{ReceiverProcess, Receivers, Senders, env_number};
 use webhooks_core::inbox::{
     DeliveryFilter, DeliveryOrder, DeliveryState, Inbox, RedisClusterInbox,
 };
-use webhooks_core::scheme::StandardWebhooks;
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-/// Deliveries in flight at once.
-const IN_FLIGHT: usize = 32;
 /// The replica wait the setup uses.
 const WAIT: Duration = Duration::from_millis(500);
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Opens the inbox the receivers and the final check share, on the cluster
 /// of `nodes` (`host:port`).
@@ -233,185 +221,34 @@ impl Drop for Restore {
 
 // ---------------------------------------------------------- the receivers
 
-/// A receiver process: this test binary running `receiver_process`.
-struct ReceiverProcess {
-    child: Child,
-    port: u16,
+/// What a receiver process needs to open the inbox.
+fn receiver_env(nodes: &[String], prefix: &str, wait: bool) -> [(&'static str, String); 3] {
+    [
+        ("FAILOVER_CHILD_NODES", nodes.join(",")),
+        ("FAILOVER_CHILD_PREFIX", prefix.to_owned()),
+        (
+            "FAILOVER_CHILD_WAIT",
+            if wait { "1" } else { "0" }.to_owned(),
+        ),
+    ]
 }
 
-impl ReceiverProcess {
-    async fn start(nodes: &[String], prefix: &str, wait: bool) -> Self {
-        let port_file =
-            std::env::temp_dir().join(format!("failover-port-{}", support::unique_suffix()));
-        let child = Command::new(std::env::current_exe().expect("test binary"))
-            .args([
-                "--ignored",
-                "--exact",
-                "receiver_process",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("FAILOVER_CHILD_NODES", nodes.join(","))
-            .env("FAILOVER_CHILD_PREFIX", prefix)
-            .env("FAILOVER_CHILD_WAIT", if wait { "1" } else { "0" })
-            .env("FAILOVER_CHILD_PORT_FILE", &port_file)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn a receiver process");
-        let started = Instant::now();
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file)
-                && let Ok(port) = text.trim().parse()
-            {
-                break port;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the receiver process did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        let _ = std::fs::remove_file(&port_file);
-        Self { child, port }
-    }
-
-    /// SIGKILL.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ReceiverProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// The child side: serves `POST /hook` over HTTP/1.1 (one request per
-/// connection) through a `Receiver` in inbox mode. Ignored: only run by
+/// The child side: a receiver on the cluster inbox. Ignored: only run by
 /// `ReceiverProcess::start`.
 #[test]
 #[ignore = "run by the failover test as a receiver process"]
 fn receiver_process() {
-    let Ok(nodes) = std::env::var("FAILOVER_CHILD_NODES") else {
-        eprintln!("receiver_process is started by the failover test");
-        return;
-    };
-    let nodes: Vec<String> = nodes.split(',').map(str::to_owned).collect();
-    let prefix = std::env::var("FAILOVER_CHILD_PREFIX").expect("prefix");
-    let wait = std::env::var("FAILOVER_CHILD_WAIT").is_ok_and(|v| v == "1");
-    let port_file = std::env::var("FAILOVER_CHILD_PORT_FILE").expect("port file");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async move {
-        let inbox = open_inbox(&nodes, &prefix, wait).await;
-        let receiver = Arc::new(
-            Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
-                .inbox(Arc::new(inbox))
-                .build(),
-        );
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        std::fs::write(&port_file, port.to_string()).unwrap();
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let receiver = Arc::clone(&receiver);
-            tokio::spawn(async move {
-                let _ = serve(stream, &receiver).await;
-            });
-        }
+    chaos::receiver_child(|| async {
+        let nodes: Vec<String> = std::env::var("FAILOVER_CHILD_NODES")
+            .expect("nodes")
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        let prefix = std::env::var("FAILOVER_CHILD_PREFIX").expect("prefix");
+        let wait = std::env::var("FAILOVER_CHILD_WAIT").is_ok_and(|v| v == "1");
+        let inbox: Arc<dyn Inbox> = Arc::new(open_inbox(&nodes, &prefix, wait).await);
+        inbox
     });
-}
-
-/// One request on `stream`, answered with the pipeline's status.
-async fn serve(stream: TcpStream, receiver: &Receiver) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line).await?;
-    let mut request = http::Request::post("/hook");
-    let mut length = 0usize;
-    loop {
-        line.clear();
-        reader.read_line(&mut line).await?;
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        let Some((name, value)) = header.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            length = value.parse().unwrap_or(0);
-        }
-        request = request.header(name, value);
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).await?;
-    let (parts, ()) = request.body(()).unwrap().into_parts();
-    let status = match receiver
-        .process(parts, body.into(), |_, _| async { 204u16 }, |s| *s)
-        .await
-    {
-        Ok(status) => status,
-        Err(rejection) => rejection.status().as_u16(),
-    };
-    let mut stream = reader.into_inner();
-    stream
-        .write_all(
-            format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .await?;
-    stream.shutdown().await
-}
-
-/// Sends delivery `id` to `port`: the status, or `None` when the connection
-/// failed.
-async fn send(port: u16, id: usize) -> Option<u16> {
-    let body = format!("{{\"type\":\"failover.test\",\"n\":{id}}}");
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let headers = StandardWebhooks::new(SECRET)
-        .unwrap()
-        .sign_headers(&format!("msg_failover_{id}"), now, body.as_bytes())
-        .unwrap();
-    let mut request = format!(
-        "POST /hook HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in &headers {
-        request.push_str(&format!("{name}: {}\r\n", value.to_str().unwrap()));
-    }
-    request.push_str("\r\n");
-    request.push_str(&body);
-    let exchange = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut reply = Vec::new();
-        stream.read_to_end(&mut reply).await.ok()?;
-        let text = String::from_utf8_lossy(&reply);
-        text.split(' ').nth(1)?.parse().ok()
-    };
-    tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .ok()
-        .flatten()
-}
-
-/// What the senders saw.
-#[derive(Default)]
-struct Outcome {
-    /// Deliveries answered 2xx, with when.
-    acknowledged: Mutex<BTreeMap<usize, Instant>>,
-    /// Answers by status (0: connection failed).
-    statuses: Mutex<BTreeMap<u16, usize>>,
 }
 
 // ---------------------------------------------------------------- the test
@@ -447,73 +284,24 @@ async fn acknowledged_deliveries_survive_failover_with_a_lagging_replica() {
     let wait = std::env::var("FAILOVER_WAIT").map_or(true, |v| v != "0");
     let prefix = format!("failover-inbox:{}:", support::unique_suffix());
 
-    let receivers = Arc::new(Mutex::new(vec![
-        ReceiverProcess::start(&addresses, &prefix, wait).await,
-        ReceiverProcess::start(&addresses, &prefix, wait).await,
+    let env = receiver_env(&addresses, &prefix, wait);
+    let receivers: Receivers = Arc::new(Mutex::new(vec![
+        ReceiverProcess::start(&env).await,
+        ReceiverProcess::start(&env).await,
     ]));
-    let ports = |receivers: &Mutex<Vec<ReceiverProcess>>| -> Vec<u16> {
-        receivers.lock().unwrap().iter().map(|r| r.port).collect()
-    };
 
     // The senders: each delivery until it is answered 2xx, as a provider
     // retries (here every 100 ms, from whichever receiver is up). Delivery
     // `n` is first sent `n` × the pace after the start, so that deliveries
     // keep arriving through every round of faults.
     let pace = Duration::from_millis(env_number("FAILOVER_PACE_MS", 25) as u64);
-    let start = Instant::now();
-    let outcome = Arc::new(Outcome::default());
-    let next = Arc::new(AtomicUsize::new(0));
-    let senders: Vec<_> = (0..IN_FLIGHT)
-        .map(|sender| {
-            let (outcome, next, receivers) = (
-                Arc::clone(&outcome),
-                Arc::clone(&next),
-                Arc::clone(&receivers),
-            );
-            tokio::spawn(async move {
-                let mut attempt = sender;
-                loop {
-                    let id = next.fetch_add(1, Ordering::SeqCst);
-                    if id >= deliveries {
-                        return;
-                    }
-                    let due = start + pace * u32::try_from(id).unwrap();
-                    tokio::time::sleep_until(due.into()).await;
-                    let started = Instant::now();
-                    loop {
-                        let ports = ports(&receivers);
-                        attempt += 1;
-                        let status = send(ports[attempt % ports.len()], id).await;
-                        *outcome
-                            .statuses
-                            .lock()
-                            .unwrap()
-                            .entry(status.unwrap_or(0))
-                            .or_default() += 1;
-                        if status.is_some_and(|s| (200..300).contains(&s)) {
-                            outcome
-                                .acknowledged
-                                .lock()
-                                .unwrap()
-                                .insert(id, Instant::now());
-                            break;
-                        }
-                        assert!(
-                            started.elapsed() < Duration::from_secs(240),
-                            "delivery {id} was never acknowledged"
-                        );
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            })
-        })
-        .collect();
+    let mut senders = Senders::start(&receivers, deliveries, pace, None);
 
     // The faults, while the senders run.
     let mut kills_at = Vec::new();
     for round in 0..kills {
         tokio::time::sleep(Duration::from_millis(700)).await;
-        if next.load(Ordering::SeqCst) >= deliveries {
+        if senders.all_started() {
             eprintln!("all deliveries sent before round {round}");
             break;
         }
@@ -527,12 +315,7 @@ async fn acknowledged_deliveries_survive_failover_with_a_lagging_replica() {
             tokio::time::sleep(Duration::from_millis(lag)).await;
         }
         // A receiver dies too, and comes back.
-        {
-            let which = round % 2;
-            receivers.lock().unwrap()[which].kill();
-            let replacement = ReceiverProcess::start(&addresses, &prefix, wait).await;
-            receivers.lock().unwrap()[which] = replacement;
-        }
+        chaos::replace_receiver(&receivers, round % 2, &env).await;
         kill_node(&victim.address);
         let killed_at = Instant::now();
         kills_at.push((victim.address.clone(), killed_at, lagging));
@@ -568,12 +351,8 @@ async fn acknowledged_deliveries_survive_failover_with_a_lagging_replica() {
         allow_sync_everywhere(&addresses).await;
     }
 
-    for sender in senders {
-        tokio::time::timeout(Duration::from_secs(300), sender)
-            .await
-            .expect("a sender hung")
-            .expect("a sender failed");
-    }
+    senders.finish().await;
+    let outcome = &senders.outcome;
     let statuses = outcome.statuses.lock().unwrap().clone();
     eprintln!("answers by status (0: connection failed): {statuses:?}");
 
@@ -600,7 +379,7 @@ async fn acknowledged_deliveries_survive_failover_with_a_lagging_replica() {
     let acknowledged = outcome.acknowledged.lock().unwrap().clone();
     let lost: Vec<(usize, String)> = acknowledged
         .iter()
-        .filter(|(id, _)| !stored.contains(&format!("msg_failover_{id}")))
+        .filter(|(id, _)| !stored.contains(&chaos::message_id(**id)))
         .map(|(id, at)| {
             // The kill nearest to the acknowledgement, and how far from it.
             let near = kills_at

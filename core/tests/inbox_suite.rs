@@ -345,7 +345,7 @@ impl Target {
                     && let Ok(mut conn) = client.get_multiplexed_async_connection().await
                 {
                     let keys: Vec<String> = ::redis::cmd("KEYS")
-                        .arg(format!("*rabbitmq:{}:*", self.table))
+                        .arg(format!("*rabbitmq:*/{}/*", self.table))
                         .query_async(&mut conn)
                         .await
                         .unwrap_or_default();

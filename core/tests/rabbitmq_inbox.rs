@@ -630,3 +630,49 @@ async fn foreign_messages_are_dead_lettered() {
     assert_eq!(page.items[0].meta.scheme, "unknown");
     inbox.delete().await.unwrap();
 }
+
+/// Two queues of one name in two virtual hosts are two queues, also on one
+/// dedup store: a delivery accepted into one is stored, not taken for a
+/// duplicate, by the other (a store shared by two virtual hosts once
+/// answered `Duplicate`, a 2xx for a delivery no queue held).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queues_of_one_name_in_two_virtual_hosts_are_apart() {
+    let name = queue();
+    let store: Arc<dyn DedupStore> = Arc::new(MemoryStore::new());
+    let Some((one, url)) = open(&name, Arc::clone(&store)).await else {
+        return;
+    };
+    let vhost = match support::VirtualHost::create() {
+        Ok(vhost) => vhost,
+        Err(error) => {
+            let _ = one.delete().await;
+            assert!(!support::ci(), "{error}, and CI=true");
+            eprintln!("SKIPPED: {error}");
+            return;
+        }
+    };
+    let (base, _) = url.rsplit_once('/').expect("amqp://host:port/vhost");
+    let two = RabbitMqInbox::builder(&format!("{base}/{}", vhost.0), Arc::clone(&store))
+        .queue(&name)
+        .command_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect to the second virtual host");
+    let e = event(1);
+    assert_eq!(one.accept(&e).await.unwrap(), Accepted::Stored);
+    assert_eq!(
+        two.accept(&e).await.unwrap(),
+        Accepted::Stored,
+        "the other virtual host's queue does not hold it"
+    );
+    assert_eq!(two.accept(&e).await.unwrap(), Accepted::Duplicate);
+    assert_eq!(two.stats().await.unwrap().pending, 1);
+    // Pausing one pauses that one only.
+    assert!(one.set_paused(true).await.unwrap());
+    assert!(
+        !two.paused().await.unwrap(),
+        "the other queue is not paused"
+    );
+    one.delete().await.unwrap();
+    two.delete().await.unwrap();
+}

@@ -361,6 +361,55 @@ pub fn restore_cluster() -> bool {
     matches!(status, Ok(s) if s.success())
 }
 
+/// Runs `rabbitmqctl` with `args`: its output, or why it failed.
+pub fn rabbitmqctl(args: &[&str]) -> Result<String, String> {
+    let output = std::process::Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run rabbitmqctl: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "rabbitmqctl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+/// The test's own virtual host, deleted (with its queues) when dropped,
+/// also when the test fails.
+pub struct VirtualHost(pub String);
+
+impl VirtualHost {
+    /// A new virtual host, `guest` allowed everything in it.
+    pub fn create() -> Result<Self, String> {
+        let name = format!("webhooks_test_{}", unique_suffix());
+        rabbitmqctl(&["add_vhost", &name])?;
+        let host = Self(name);
+        rabbitmqctl(&["set_permissions", "-p", &host.0, "guest", ".*", ".*", ".*"])?;
+        Ok(host)
+    }
+
+    /// The broker closes every connection to this virtual host.
+    pub fn cut_connections(&self) {
+        if let Err(error) =
+            rabbitmqctl(&["close_all_connections", "-p", &self.0, "webhooks test: cut"])
+        {
+            panic!("{error}");
+        }
+    }
+}
+
+impl Drop for VirtualHost {
+    fn drop(&mut self) {
+        if let Err(error) = rabbitmqctl(&["delete_vhost", &self.0]) {
+            eprintln!("could not delete the virtual host: {error}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,10 +35,28 @@ pub(super) fn text(value: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(value.as_bytes().to_vec()))
 }
 
+/// The queue's namespace on the dedup store: `rabbitmq:<vhost>/<queue>`,
+/// the virtual host percent-encoded (no `/` or `:` left in it; a queue's
+/// name has no `/`), so that no two queues share a record.
+pub(super) fn namespace(vhost: &str, queue: &str) -> String {
+    use std::fmt::Write as _;
+    let mut space = String::from("rabbitmq:");
+    for byte in vhost.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.') {
+            space.push(char::from(byte));
+        } else {
+            let _ = write!(space, "%{byte:02X}");
+        }
+    }
+    space.push('/');
+    space.push_str(queue);
+    space
+}
+
 /// The pause flag's token: the same in every process using the queue.
-pub(super) fn pause_token(name: &str) -> ClaimToken {
+pub(super) fn pause_token(space: &str) -> ClaimToken {
     use sha2::{Digest as _, Sha256};
-    let digest = Sha256::digest(format!("rabbitmq-pause:{name}").as_bytes());
+    let digest = Sha256::digest(format!("pause:{space}").as_bytes());
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
     ClaimToken::from_u128(u128::from_be_bytes(bytes))
@@ -58,8 +76,10 @@ impl Shared {
         }
     }
 
+    /// A record's key on the dedup store: the queue's namespace, then
+    /// what the record is.
     pub(super) fn key(&self, kind: &str, key: &str) -> String {
-        format!("rabbitmq:{}:{kind}:{key}", self.name)
+        format!("{}/{kind}:{key}", self.space)
     }
 
     /// The completion record's key of `key` after `replays` replays.
@@ -337,7 +357,7 @@ impl Shared {
     }
 
     pub(super) async fn is_paused(&self) -> Result<bool, InboxError> {
-        let token = pause_token(&self.name);
+        let token = pause_token(&self.space);
         Ok(self
             .store
             .extend(&self.key("flag", "paused"), token, PAUSE_LEASE)
@@ -448,5 +468,21 @@ impl Shared {
             .collect();
         let _ = channel.close(200, "done".into()).await;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::namespace;
+
+    #[test]
+    fn namespaces_keep_virtual_hosts_and_queues_apart() {
+        assert_eq!(namespace("/", "webhooks"), "rabbitmq:%2F/webhooks");
+        assert_eq!(namespace("prod", "a:b"), "rabbitmq:prod/a:b");
+        // A `/` or `:` in a virtual host cannot make it pass for another
+        // virtual host and queue.
+        assert_ne!(namespace("a/b", "c"), namespace("a", "b/c"));
+        assert_ne!(namespace("a:b", "c"), namespace("a", "b:c"));
+        assert_ne!(namespace("/", "q"), namespace("%2F", "q"));
     }
 }

@@ -123,6 +123,7 @@ impl RabbitMqInboxBuilder {
         };
         let inbox = RabbitMqInbox {
             shared: Arc::new(Shared {
+                space: super::broker::namespace(&uri.vhost, &name),
                 uri,
                 name,
                 store,

@@ -9,9 +9,9 @@
 //! | retries | quorum queues `<Q>.delay.<ms>`, one per delay (`x-message-ttl`), dead-lettered back into `<Q>` when the delay is over; each expires an hour after its last use |
 //! | completions' count | quorum queue `<Q>.done`, one small message per completion (its time), taken by [`purge_completed`](super::Inbox::purge_completed) |
 //! | dead letters | fanout exchange `<Q>.dead` into the quorum queue `<Q>.dead`; also `<Q>`'s own dead-letter exchange (its `x-delivery-limit`) |
-//! | the record of what was accepted | the dedup store: key `rabbitmq:<Q>:accepted:<key>`, completed for the retention |
-//! | completions (one per key) | the dedup store: key `rabbitmq:<Q>:done:<key>`, claimed for a lease, completed for the retention |
-//! | the pause flag | the dedup store: key `rabbitmq:<Q>:paused`, claimed by a token derived from `<Q>` |
+//! | the record of what was accepted | the dedup store: key `rabbitmq:<V>/<Q>/accepted:<key>` (`<V>`: the virtual host, percent-encoded: `%2F` for `/`), completed for the retention |
+//! | completions (one per key) | the dedup store: key `rabbitmq:<V>/<Q>/done:<key>`, claimed for a lease, completed for the retention |
+//! | the pause flag | the dedup store: key `rabbitmq:<V>/<Q>/flag:paused`, claimed by a token derived from `<V>/<Q>` |
 //!
 //! **Accept.** The inbox key is claimed on the dedup store, the delivery
 //! published (persistent, mandatory) and its publisher confirm awaited,
@@ -117,6 +117,10 @@ struct Held {
 struct Shared {
     uri: AMQPUri,
     name: String,
+    /// The queue's namespace on the dedup store: `rabbitmq:<vhost>/<Q>`,
+    /// the virtual host percent-encoded (two queues of one name in two
+    /// virtual hosts are two queues).
+    space: String,
     store: Arc<dyn DedupStore>,
     link: tokio::sync::Mutex<Option<Arc<Link>>>,
     leasing: tokio::sync::Mutex<Option<Leasing>>,
@@ -667,7 +671,7 @@ impl super::Inbox for RabbitMqInbox {
     async fn set_paused(&self, paused: bool) -> Result<bool, InboxError> {
         let s = &self.shared;
         let key = s.key("flag", "paused");
-        let token = pause_token(&s.name);
+        let token = pause_token(&s.space);
         if paused {
             Ok(matches!(
                 s.store.claim(&key, token, PAUSE_LEASE).await?,
