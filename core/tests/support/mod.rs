@@ -391,15 +391,6 @@ impl VirtualHost {
         rabbitmqctl(&["set_permissions", "-p", &host.0, "guest", ".*", ".*", ".*"])?;
         Ok(host)
     }
-
-    /// The broker closes every connection to this virtual host.
-    pub fn cut_connections(&self) {
-        if let Err(error) =
-            rabbitmqctl(&["close_all_connections", "-p", &self.0, "webhooks test: cut"])
-        {
-            panic!("{error}");
-        }
-    }
 }
 
 impl Drop for VirtualHost {
