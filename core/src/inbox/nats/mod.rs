@@ -330,6 +330,7 @@ impl Shared {
     ) -> Result<usize, InboxError> {
         let s = self;
         let mut buried = 0;
+        let mut fetched = Vec::new();
         let mut messages = s
             .timed(consumer.fetch().max_messages(count).messages())
             .await?;
@@ -373,6 +374,24 @@ impl Shared {
                 s.bury(&message, &meta, body, attempt - 1, EXPIRED_ON_LAST_ATTEMPT)
                     .await?;
                 buried += 1;
+                continue;
+            }
+            fetched.push((message, attempt, meta, body));
+        }
+        // A copy of a completed delivery (a re-publish the duplicate window
+        // missed across a leader change, or a process that died between the
+        // completion's record and its acknowledgement) is acknowledged and
+        // dropped: each key is completed once. One lookup per message, all
+        // at once. A lookup that fails hands the message out (at least once).
+        let completed = futures_util::future::join_all(
+            fetched
+                .iter()
+                .map(|(_, _, meta, _)| last_for(s, &s.done, s.subject("DONE", &meta.key))),
+        )
+        .await;
+        for ((message, attempt, meta, body), completed) in fetched.into_iter().zip(completed) {
+            if matches!(completed, Ok(Some(_))) {
+                s.timed(message.double_ack()).await?;
                 continue;
             }
             let meta = Arc::new(meta);
