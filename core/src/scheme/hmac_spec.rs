@@ -37,7 +37,7 @@
 //! the table's order; parsing it gives the same spec.
 //!
 //! The URL a `{url}` signs is deployment, not format: give the builder its
-//! [`PublicUrl`](crate::PublicUrl) (the registry takes it from
+//! [`PublicUrl`] (the registry takes it from
 //! `SchemeOptions::public_url`).
 //!
 //! ```
