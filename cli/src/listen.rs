@@ -25,6 +25,7 @@ Examples:
   webhooks listen stripe --port 3000 --forward http://localhost:8080/webhooks
   webhooks listen twilio --public-url https://abc.ngrok.app
   webhooks listen discord --secret <application public key>
+  webhooks listen hmac --hmac-spec 'name=acme;header=X-Acme-Signature;prefix=sha256='
 
 For Discord and SendGrid, --secret is the public key. Every path is served.
 With --json, one JSON document per line: the address, then each delivery.";
@@ -33,10 +34,13 @@ With --json, one JSON document per line: the address, then each delivery.";
 #[derive(Debug, Args)]
 #[command(after_help = EXAMPLES)]
 pub(crate) struct ListenArgs {
-    /// The signing scheme (see `webhooks schemes`).
+    /// The signing scheme (see `webhooks schemes`; `hmac` with --hmac-spec
+    /// for any other HMAC provider).
     scheme: String,
     #[command(flatten)]
     secret: SecretArgs,
+    #[command(flatten)]
+    hmac: crate::signed::HmacSpecArgs,
     /// The port (0: any free port).
     #[arg(long, short = 'p', default_value_t = 3000)]
     port: u16,
@@ -62,7 +66,9 @@ struct Shared {
 }
 
 pub(crate) async fn run(args: ListenArgs, out: &Out) -> Result<(), Failure> {
-    let info = crate::signed::find_verifiable(&args.scheme)?;
+    let found = crate::signed::find_verifiable(&args.scheme)?;
+    let mut options = args.hmac.options(found, SchemeOptions::new())?;
+    let info = registry::describe(found.name, &options)?;
     let secrets = args.secret.all()?;
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.bind, args.port))
         .await
@@ -72,7 +78,6 @@ pub(crate) async fn run(args: ListenArgs, out: &Out) -> Result<(), Failure> {
     let addr = listener
         .local_addr()
         .map_err(|e| Failure::usage(format!("cannot read the bound address: {e}")))?;
-    let mut options = SchemeOptions::new();
     if info.signs_url {
         let base = args
             .public_url
@@ -107,7 +112,11 @@ pub(crate) async fn run(args: ListenArgs, out: &Out) -> Result<(), Failure> {
         .layer(WebhookLayer::from_receiver(receiver))
         .with_state(shared);
     if out.json {
-        out.line(serde_json::json!({"listening": format!("http://{addr}"), "scheme": info.name}));
+        out.line(serde_json::json!({
+            "listening": format!("http://{addr}"),
+            "scheme": info.name,
+            "hmac_spec": options.hmac_spec.as_ref().map(ToString::to_string),
+        }));
     } else {
         out.line(format!(
             "listening on {} for {} deliveries {}",
@@ -115,6 +124,9 @@ pub(crate) async fn run(args: ListenArgs, out: &Out) -> Result<(), Failure> {
             info.name,
             paint(DIM, "(Ctrl-C to stop)")
         ));
+        if let Some(spec) = &options.hmac_spec {
+            out.line(paint(DIM, format!("  spec {spec}")));
+        }
     }
     axum::serve(listener, app)
         .with_graceful_shutdown(async {

@@ -37,10 +37,12 @@ Examples:
   webhooks sign slack --body-file event.json --curl --url http://localhost:3000/slack
   webhooks verify stripe captured.http --secret whsec_...
   webhooks listen github --port 4000
+  webhooks send hmac http://localhost:3000/acme --hmac-spec 'header=X-Acme-Signature;prefix=sha256='
   webhooks inbox --url sqlite://inbox.db stats
   webhooks events stripe
 
 The secret comes from --secret, --secret-file or WEBHOOKS_SECRET; it is never printed.
+Any other HMAC provider is the scheme `hmac`, described by --hmac-spec (or --hmac-spec-file).
 Exit codes: 0 success, 1 the check failed, 2 usage or connection error.";
 
 /// Send, sign, verify and receive webhooks as each provider does.
@@ -72,7 +74,8 @@ enum Command {
         /// The scheme (all schemes when omitted).
         scheme: Option<String>,
     },
-    /// List the signing schemes, what each signs and its secret's format.
+    /// List the signing schemes, what each signs and its secret's format
+    /// (and `hmac`: any other HMAC provider, described by --hmac-spec).
     #[command(after_help = "Examples:\n  webhooks schemes\n  webhooks schemes --json")]
     Schemes,
     /// Print a shell completion script.

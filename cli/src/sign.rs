@@ -13,7 +13,8 @@ Examples:
   webhooks sign stripe --event invoice.paid
   webhooks sign github --body-file push.json --event push --curl --url http://localhost:3000/gh
   echo '{\"type\":\"ping\"}' | webhooks sign standard-webhooks --body-file - --json
-  webhooks sign twilio --url https://hooks.example.com/sms --http > captured.http";
+  webhooks sign twilio --url https://hooks.example.com/sms --http > captured.http
+  webhooks sign hmac --hmac-spec 'header=X-Acme-Signature;prefix=sha256=' --body '{\"a\":1}'";
 
 /// `webhooks sign`.
 #[derive(Debug, Args)]
@@ -57,6 +58,7 @@ pub(crate) fn run(args: SignArgs, out: &Out) -> Result<(), Failure> {
             "headers": headers,
             "body": String::from_utf8_lossy(&request.body),
             "public_key": signing.public_key(),
+            "hmac_spec": signing.hmac_spec,
             "curl": curl(url, &request),
         }));
         return Ok(());

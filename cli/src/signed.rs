@@ -2,23 +2,95 @@
 //! (`scheme::registry::signer`, `testing::SignTest`): the headers and body
 //! the provider would send.
 
+use std::path::PathBuf;
+
 use bytes::Bytes;
 use clap::Args;
 use http::{HeaderMap, HeaderName, HeaderValue};
-use webhooks_core::scheme::registry::{self, SchemeInfo, SchemeOptions, SchemeSigner};
+use webhooks_core::scheme::GenericHmacSpec;
+use webhooks_core::scheme::registry::{self, HMAC, SchemeInfo, SchemeOptions, SchemeSigner};
 use webhooks_core::testing::{SignTest as _, TestDelivery};
 
 use crate::body::{BodyArgs, Template};
 use crate::error::Failure;
 use crate::secret::SecretArgs;
 
+/// The `hmac` scheme's spec: how the provider signs (`send`, `sign`,
+/// `verify`, `listen`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct HmacSpecArgs {
+    /// For the scheme `hmac`: how the provider signs, as
+    /// `key=value;…` (e.g. `header=X-Acme-Signature;prefix=sha256=;content={timestamp}.{body};timestamp-header=X-Acme-Timestamp`;
+    /// keys: name, header, json-field, algorithm, encoding, prefix, content,
+    /// content-prefix, timestamp-header, timestamp-json-field,
+    /// timestamp-unit, separator, tolerance, id-header, event-type-header).
+    #[arg(long, value_name = "SPEC", conflicts_with = "hmac_spec_file")]
+    pub(crate) hmac_spec: Option<String>,
+    /// For the scheme `hmac`: a file holding the spec (entries separated by
+    /// `;` or line breaks).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) hmac_spec_file: Option<PathBuf>,
+}
+
+impl HmacSpecArgs {
+    /// The spec given, parsed; `None` when none was given.
+    pub(crate) fn spec(&self) -> Result<Option<GenericHmacSpec>, Failure> {
+        let text = match (&self.hmac_spec, &self.hmac_spec_file) {
+            (Some(text), _) => text.clone(),
+            (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+                Failure::usage(format!(
+                    "cannot read --hmac-spec-file {}: {e}",
+                    path.display()
+                ))
+            })?,
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(text.parse()?))
+    }
+
+    /// `options` with the spec, for `scheme`: required by `hmac`, refused
+    /// for the others.
+    pub(crate) fn options(
+        &self,
+        scheme: &SchemeInfo,
+        options: SchemeOptions,
+    ) -> Result<SchemeOptions, Failure> {
+        let given = self.hmac_spec.is_some() || self.hmac_spec_file.is_some();
+        if given && scheme.name != HMAC.name {
+            return Err(Failure::usage(format!(
+                "--hmac-spec is for the hmac scheme, not {}",
+                scheme.name
+            )));
+        }
+        match (scheme.name == HMAC.name, self.spec()?) {
+            (true, Some(spec)) => Ok(options.hmac_spec(spec)),
+            (true, None) => Err(Failure::usage(
+                "hmac needs --hmac-spec SPEC (or --hmac-spec-file PATH): how the provider signs, \
+                 e.g. 'header=X-Acme-Signature;prefix=sha256=' (see docs/cli.md)",
+            )),
+            (false, _) => Ok(options),
+        }
+    }
+}
+
+/// What `hmac` signs when no body is given (it has no built-in events):
+/// `{"type":EVENT,…}`, the event `webhooks.test` unless `--event` names one
+/// (sent in the spec's event type header too).
+fn hmac_default_body(event: Option<&str>) -> String {
+    let event = serde_json::Value::from(event.unwrap_or("webhooks.test"));
+    format!(r#"{{"type":{event},"data":{{"message":"a test delivery from the webhooks CLI"}}}}"#)
+}
+
 /// What `send` and `sign` share.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SigningArgs {
-    /// The signing scheme (see `webhooks schemes`).
+    /// The signing scheme (see `webhooks schemes`; `hmac` with --hmac-spec
+    /// for any other HMAC provider).
     pub(crate) scheme: String,
     #[command(flatten)]
     pub(crate) secret: SecretArgs,
+    #[command(flatten)]
+    pub(crate) hmac: HmacSpecArgs,
     #[command(flatten)]
     pub(crate) body: BodyArgs,
     /// The delivery id (default: a fresh random one per delivery).
@@ -64,6 +136,10 @@ pub(crate) struct SignedRequest {
 #[derive(Debug)]
 pub(crate) struct Signing {
     signer: SchemeSigner,
+    /// The scheme as configured (for `hmac`, what its spec signs).
+    info: SchemeInfo,
+    /// The `hmac` spec, written back.
+    pub(crate) hmac_spec: Option<String>,
     pub(crate) template: Template,
     extra: HeaderMap,
     id: Option<String>,
@@ -129,9 +205,16 @@ impl Signing {
     /// signed by the URL-signing schemes unless `--signed-url` says otherwise.
     pub(crate) fn new(args: &SigningArgs, target: Option<&str>) -> Result<Self, Failure> {
         let info = registry::find(&args.scheme)?;
-        let template = args.body.template(info.name)?;
+        let mut options = args.hmac.options(info, SchemeOptions::new())?;
+        let template = match (info.name, &args.body.body, &args.body.body_file) {
+            ("hmac", None, None) => {
+                let mut body = args.body.clone();
+                body.body = Some(hmac_default_body(body.event.as_deref()));
+                body.template(info.name)?
+            }
+            _ => args.body.template(info.name)?,
+        };
         let secret = args.secret.first()?;
-        let mut options = SchemeOptions::new();
         match (info.name, &args.certificate_url, &args.topic_arn) {
             ("sns", url, topic) => {
                 if let Some(url) = url {
@@ -149,6 +232,8 @@ impl Signing {
             }
         }
         let signer = registry::signer(info.name, &secret, &options)?;
+        let hmac_spec = options.hmac_spec.as_ref().map(ToString::to_string);
+        let info = registry::describe(info.name, &options)?;
         let mut extra = HeaderMap::new();
         for spec in &args.headers {
             let (name, value) = parse_header(spec)?;
@@ -166,6 +251,8 @@ impl Signing {
         }
         let signing = Self {
             signer,
+            info,
+            hmac_spec,
             template,
             extra,
             id: args.id.clone(),
@@ -177,9 +264,9 @@ impl Signing {
         Ok(signing)
     }
 
-    /// The scheme.
-    pub(crate) fn info(&self) -> &'static SchemeInfo {
-        self.signer.info()
+    /// The scheme, as configured.
+    pub(crate) fn info(&self) -> &SchemeInfo {
+        &self.info
     }
 
     /// For a key pair, the public key to verify with.

@@ -22,6 +22,7 @@ Examples:
   webhooks verify stripe captured.http --secret whsec_new --secret whsec_old --now 1700000000
   webhooks verify twilio captured.http --url https://hooks.example.com/sms
   webhooks verify github --headers headers.txt --body body.json --secret-file gh.secret
+  webhooks verify hmac captured.http --hmac-spec-file acme.spec --secret-file acme.secret
 
 A request file is the raw HTTP/1.1 request: the request line, the headers, a
 blank line, the body (`webhooks sign --http` writes one).
@@ -31,8 +32,11 @@ Exit 0 only if the request verifies as captured; 1 if it does not.";
 #[derive(Debug, Args)]
 #[command(after_help = EXAMPLES)]
 pub(crate) struct VerifyArgs {
-    /// The signing scheme (see `webhooks schemes`).
+    /// The signing scheme (see `webhooks schemes`; `hmac` with --hmac-spec
+    /// for any other HMAC provider).
     scheme: String,
+    #[command(flatten)]
+    hmac: crate::signed::HmacSpecArgs,
     /// The raw HTTP/1.1 request file.
     #[arg(required_unless_present = "headers", conflicts_with = "headers")]
     request: Option<PathBuf>,
@@ -78,7 +82,9 @@ impl Check {
 }
 
 struct Context<'a> {
-    info: &'static SchemeInfo,
+    info: &'a SchemeInfo,
+    /// The options every verifier starts from (the `hmac` spec).
+    base: &'a SchemeOptions,
     secrets: &'a [String],
     captured: &'a Captured,
     url: Option<String>,
@@ -92,7 +98,7 @@ impl Context<'_> {
         url: Option<&str>,
         tolerance: Option<Duration>,
     ) -> Result<SchemeOptions, Failure> {
-        let mut options = SchemeOptions::new();
+        let mut options = self.base.clone();
         if let Some(url) = url {
             options = options.public_url(PublicUrl::exact(url)?);
         }
@@ -132,7 +138,9 @@ fn unix(t: SystemTime) -> u64 {
 }
 
 pub(crate) fn run(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
-    let info = crate::signed::find_verifiable(&args.scheme)?;
+    let found = crate::signed::find_verifiable(&args.scheme)?;
+    let base = args.hmac.options(found, SchemeOptions::new())?;
+    let info = &registry::describe(found.name, &base)?;
     let secrets = args.secret.all()?;
     let captured = match (&args.request, &args.headers, &args.body) {
         (Some(path), _, _) => capture::from_request_file(path)?,
@@ -149,6 +157,9 @@ pub(crate) fn run(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
     };
     let mut checks = Vec::new();
     let mut hints = Vec::new();
+    if let Some(spec) = &base.hmac_spec {
+        checks.push(Check::new("spec", None, spec.to_string()));
+    }
 
     // 1. Each secret on its own: the builder's own error for a bad format.
     let mut bad_format = 0;
@@ -156,7 +167,7 @@ pub(crate) fn run(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
         if let Err(e) = registry::verifier(
             info.name,
             std::slice::from_ref(secret),
-            &probe_options(info)?,
+            &probe_options(info, &base)?,
         ) {
             bad_format += 1;
             checks.push(Check::new(
@@ -210,6 +221,7 @@ pub(crate) fn run(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
     }
     let context = Context {
         info,
+        base: &base,
         secrets: &secrets,
         captured: &captured,
         url,
@@ -332,8 +344,8 @@ pub(crate) fn run(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
 }
 
 /// Options that let a URL-signing scheme be built, to check a secret alone.
-fn probe_options(info: &SchemeInfo) -> Result<SchemeOptions, Failure> {
-    let mut options = SchemeOptions::new();
+fn probe_options(info: &SchemeInfo, base: &SchemeOptions) -> Result<SchemeOptions, Failure> {
+    let mut options = base.clone();
     if info.signs_url {
         options = options.public_url(PublicUrl::exact("https://example.com/")?);
     }

@@ -172,3 +172,50 @@ fn url_signing_schemes_use_the_listen_address_and_a_busy_port_is_exit_2() {
         "{stderr}"
     );
 }
+
+#[test]
+fn hmac_listens_by_its_spec() {
+    let secret = signing_key("hmac");
+    let spec = support::HMAC_SPEC;
+    let (listener, mut stdout) =
+        Listener::start(&["hmac", "--secret", secret, "--hmac-spec", spec]);
+    // The spec signs {url}: the listen address is the public URL.
+    let url = format!("{}/acme?tenant=7", listener.url);
+    let send = [
+        "send",
+        "hmac",
+        &url,
+        "--secret",
+        secret,
+        "--hmac-spec",
+        spec,
+    ];
+    let (code, report) =
+        run_json(&[&send[..], &["--event", "order.paid", "--id", "d-listen-1"]].concat());
+    assert_eq!(
+        (code, report["status"].as_u64()),
+        (0, Some(204)),
+        "{report}"
+    );
+    let line = next_line(&mut stdout);
+    assert_eq!(line["outcome"], "verified", "{line}");
+    assert_eq!(
+        (line["id"].as_str(), line["event_type"].as_str()),
+        (Some("d-listen-1"), Some("order.paid"))
+    );
+    assert_eq!(line["body"]["type"], "order.paid");
+    let (code, _) = run_json(&[&send[..], &["--tamper", "body"]].concat());
+    assert_eq!(code, 0);
+    let line = next_line(&mut stdout);
+    assert_eq!(
+        (line["outcome"].as_str(), line["status"].as_u64()),
+        (Some("no_matching_signature"), Some(401)),
+        "{line}"
+    );
+    drop(listener);
+    let (code, _, stderr) = support::text(&support::run(&[
+        "listen", "hmac", "--secret", secret, "--port", "0",
+    ]));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("hmac needs --hmac-spec"), "{stderr}");
+}

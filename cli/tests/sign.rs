@@ -4,7 +4,7 @@
 mod support;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use support::{run, run_json, schemes, signing_key, text, verify};
+use support::{run, run_json, scheme_args, schemes, signing_key, text, verify};
 use webhooks_core::scheme::registry::SchemeOptions;
 use webhooks_core::{PublicUrl, RequestHead};
 
@@ -13,14 +13,15 @@ const URL: &str = "https://hooks.example.com/webhooks?tenant=7";
 #[test]
 fn signed_output_verifies_with_the_library_for_every_scheme() {
     for scheme in schemes() {
-        let (code, report) = run_json(&[
+        let args = [
             "sign",
             scheme.name,
             "--secret",
             signing_key(scheme.name),
             "--url",
             URL,
-        ]);
+        ];
+        let (code, report) = run_json(&[&args[..], &scheme_args(scheme.name)].concat());
         assert_eq!(code, 0, "{}: {report}", scheme.name);
         let mut headers = HeaderMap::new();
         for (name, value) in report["headers"].as_object().unwrap() {
@@ -47,6 +48,7 @@ fn signed_output_verifies_with_the_library_for_every_scheme() {
             report["public_key"].is_string(),
             scheme.name == "discord" || scheme.name == "sendgrid"
         );
+        assert_eq!(report["hmac_spec"].is_string(), scheme.name == "hmac");
     }
 }
 
@@ -253,6 +255,43 @@ fn bad_input_is_one_line_and_exit_2() {
     fails_with(
         &["sign", "github", "--secret", "s", "--header", "novalue"],
         "--header needs NAME:VALUE",
+    );
+    fails_with(
+        &["sign", "hmac", "--secret", "s"],
+        "hmac needs --hmac-spec SPEC",
+    );
+    fails_with(
+        &[
+            "sign",
+            "hmac",
+            "--secret",
+            "s",
+            "--hmac-spec",
+            "header=X-Sig;header=X-Other",
+        ],
+        "hmac spec key `header` is invalid: given twice",
+    );
+    fails_with(
+        &[
+            "sign",
+            "hmac",
+            "--secret",
+            "s",
+            "--hmac-spec",
+            "header=x;content={url}{body}",
+        ],
+        "hmac signs the URL it calls: give --url",
+    );
+    fails_with(
+        &[
+            "sign",
+            "hmac",
+            "--secret",
+            "s",
+            "--hmac-spec-file",
+            "/nonexistent/acme.spec",
+        ],
+        "cannot read --hmac-spec-file",
     );
     // A secret is never echoed, even in the scheme's place.
     let (_, _, stderr) = text(&run(&[

@@ -302,3 +302,90 @@ fn headers_and_body_files_and_missing_files() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_hmac_capture_verifies_by_its_spec_and_failures_are_explained() {
+    let spec = data("acme.spec");
+    let verify = |file: &str, extra: &[&str]| {
+        let path = data(file);
+        let args = [
+            &[
+                "verify",
+                "hmac",
+                &path,
+                "--hmac-spec-file",
+                &spec,
+                "--secret",
+                "cli-test-secret",
+            ][..],
+            extra,
+        ]
+        .concat();
+        run_json(&args)
+    };
+    let (code, report) = verify("acme.http", &["--now", "1700000010"]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["scheme"], "hmac");
+    assert_eq!(report["verdict"]["id"], "d-captured-1");
+    assert_eq!(report["verdict"]["event_type"], "order.paid");
+    assert_eq!(report["verdict"]["timestamp"], 1_700_000_000);
+    // The spec, written back; the URL rebuilt from the Host and request line.
+    assert_eq!(check(&report, "spec")["detail"], support::HMAC_SPEC);
+    assert_eq!(
+        check(&report, "url")["detail"],
+        "checking against https://hooks.example.com/acme?tenant=7"
+    );
+    assert_eq!(
+        check(&report, "headers")["detail"],
+        "x-acme-signature present and well formed"
+    );
+    // The same capture with the spec inline, and a wrong secret: which part.
+    let (code, report) = run_json(&[
+        "verify",
+        "hmac",
+        &data("acme.http"),
+        "--hmac-spec",
+        support::HMAC_SPEC,
+        "--secret",
+        "another-secret",
+        "--now",
+        "1700000010",
+    ]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(check(&report, "signature")["ok"], false);
+    // Stale: the skew.
+    let (code, report) = verify("acme.http", &["--now", "1700003600"]);
+    assert_eq!(
+        (code, &report["verdict"]["kind"]),
+        (1, &"timestamp_too_old".into()),
+        "{report}"
+    );
+    assert!(
+        check(&report, "timestamp")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("signed 3600 s before now")
+    );
+    // Another URL: the one it was signed for.
+    let (code, report) = verify(
+        "acme.http",
+        &[
+            "--now",
+            "1700000010",
+            "--url",
+            "http://hooks.example.com/acme?tenant=7",
+        ],
+    );
+    assert_eq!(code, 1);
+    let url = check(&report, "url")["detail"].as_str().unwrap().to_owned();
+    assert!(url.contains("https instead of http"), "{report}");
+    // A body re-serialised by a framework: named.
+    let (code, report) = verify("acme-reserialised.http", &["--now", "1700000010"]);
+    assert_eq!(code, 1);
+    let body = check(&report, "body");
+    assert_eq!(body["ok"], false, "{report}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("minified"),
+        "{report}"
+    );
+}

@@ -14,7 +14,9 @@ use std::process::{Command, Output};
 
 use std::time::{Duration, SystemTime};
 
-use webhooks_core::scheme::registry::{self, KeyKind, SCHEMES, SNS, SchemeInfo, SchemeOptions};
+use webhooks_core::scheme::registry::{
+    self, HMAC, KeyKind, SCHEMES, SNS, SchemeInfo, SchemeOptions,
+};
 use webhooks_core::scheme::sns::{CertificateFetcher, FetchError, Sns, TEST_CERTIFICATE_URL};
 use webhooks_core::{PublicUrl, Receiver, RequestHead, RequestVerifier, Verified, VerifyError};
 
@@ -66,6 +68,34 @@ pub fn signing_key(scheme: &str) -> &'static str {
     }
 }
 
+/// The `hmac` scheme of the tests: a provider signing its timestamp, the
+/// URL called and the body, with an id and an event type header
+/// (`tests/data/acme.spec` is the same, one entry a line).
+pub const HMAC_SPEC: &str = "name=acme;header=X-Acme-Signature;prefix=sha256=;\
+    content={timestamp}.{url}.{body};timestamp-header=X-Acme-Timestamp;id-header=X-Acme-Id;\
+    event-type-header=X-Acme-Event";
+
+/// The arguments `scheme` needs besides its key: `--hmac-spec` for `hmac`.
+pub fn scheme_args(scheme: &str) -> Vec<&'static str> {
+    match scheme {
+        "hmac" => vec!["--hmac-spec", HMAC_SPEC],
+        _ => Vec::new(),
+    }
+}
+
+/// `options` with the test spec for `hmac`.
+pub fn with_spec(scheme: &str, options: SchemeOptions) -> SchemeOptions {
+    match scheme {
+        "hmac" => options.hmac_spec(HMAC_SPEC.parse().unwrap()),
+        _ => options,
+    }
+}
+
+/// What `scheme` signs, as the tests configure it (for `hmac`, its spec's).
+pub fn described(scheme: &str) -> SchemeInfo {
+    registry::describe(scheme, &with_spec(scheme, SchemeOptions::new())).unwrap()
+}
+
 /// No network: the SNS receivers pin the test certificate instead.
 struct NoNetwork;
 
@@ -94,7 +124,14 @@ pub fn sns_verifier() -> Sns {
 pub fn verifier(scheme: &str, options: &SchemeOptions) -> Box<dyn RequestVerifier> {
     match scheme {
         "sns" => Box::new(sns_verifier()),
-        _ => Box::new(registry::verifier(scheme, &[verifying_key(scheme)], options).unwrap()),
+        _ => Box::new(
+            registry::verifier(
+                scheme,
+                &[verifying_key(scheme)],
+                &with_spec(scheme, options.clone()),
+            )
+            .unwrap(),
+        ),
     }
 }
 
@@ -115,16 +152,20 @@ pub fn verify(
 
 /// The key the verifier takes: the shared secret, or the public key.
 pub fn verifying_key(scheme: &str) -> String {
-    let signer = registry::signer(scheme, signing_key(scheme), &SchemeOptions::new()).unwrap();
+    let options = with_spec(scheme, SchemeOptions::new());
+    let signer = registry::signer(scheme, signing_key(scheme), &options).unwrap();
     match signer.info().key {
         KeyKind::KeyPair => signer.public_key().unwrap().to_owned(),
         _ => signing_key(scheme).to_owned(),
     }
 }
 
-/// Every scheme this build has.
+/// Every scheme this build has (`hmac` with [`HMAC_SPEC`]).
 pub fn schemes() -> impl Iterator<Item = &'static SchemeInfo> {
-    SCHEMES.iter().chain([&SNS]).filter(|s| s.is_available())
+    SCHEMES
+        .iter()
+        .chain([&HMAC, &SNS])
+        .filter(|s| s.is_available())
 }
 
 /// A pipeline per scheme for a receiver reached at `addr`.
@@ -136,7 +177,12 @@ fn receivers(addr: SocketAddr) -> Vec<(String, Receiver)> {
             let receiver = match s.name {
                 "sns" => Receiver::builder(sns_verifier()).build(),
                 _ => Receiver::builder(
-                    registry::verifier(s.name, &[verifying_key(s.name)], &options).unwrap(),
+                    registry::verifier(
+                        s.name,
+                        &[verifying_key(s.name)],
+                        &with_spec(s.name, options.clone()),
+                    )
+                    .unwrap(),
                 )
                 .build(),
             };

@@ -144,6 +144,7 @@ pub mod discord;
 pub mod github;
 pub mod gitlab;
 pub mod hmac;
+pub mod hmac_spec;
 pub mod hubspot;
 pub mod intercom;
 pub mod linear;
@@ -172,6 +173,7 @@ pub mod zoom;
 pub use self::hmac::{
     GenericHmac, GenericHmacBuilder, HmacAlgorithm, SignatureEncoding, TimestampUnit,
 };
+pub use self::hmac_spec::GenericHmacSpec;
 #[cfg(feature = "ed25519")]
 pub use discord::{Discord, DiscordBuilder};
 pub use github::{GitHub, GitHubBuilder};

@@ -24,18 +24,23 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Left out: [`GenericHmac`](super::GenericHmac) (configured field by field,
-//! not by a name) and Amazon SNS (signed by AWS's certificates, fetched by
-//! the verifier).
+//! [`HMAC`] (`hmac`) is any [`GenericHmac`](super::GenericHmac), described
+//! by a [`GenericHmacSpec`] given as [`SchemeOptions::hmac_spec`]: its
+//! [`SchemeInfo`] depends on the spec ([`describe`] tells). Amazon SNS is
+//! signed but not verified here ([`SNS`]: its verifier fetches AWS's
+//! certificates). The [`hmac_spec`](super::hmac_spec) module shows `hmac`
+//! through the registry.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
 
+use super::provider::intern;
 use super::{
-    DEFAULT_TOLERANCE, GitHub, GitLab, HubSpot, Intercom, Linear, Mailgun, Mandrill, Paddle,
-    Postmark, Shopify, Slack, Square, StandardWebhooks, Stripe, Twilio, Typeform, Zoom,
+    DEFAULT_TOLERANCE, GenericHmacSpec, GitHub, GitLab, HubSpot, Intercom, Linear, Mailgun,
+    Mandrill, Paddle, Postmark, Shopify, Slack, Square, StandardWebhooks, Stripe, Twilio, Typeform,
+    Zoom,
 };
 use crate::testing::{SignTest, TEST_ORIGIN, TestDelivery};
 use crate::{ConfigError, PublicUrl, Verifier};
@@ -301,6 +306,19 @@ pub const SNS: SchemeInfo = SchemeInfo {
     .key_pair("sns")
 };
 
+/// Any HMAC provider, as a [`GenericHmacSpec`] given in
+/// [`SchemeOptions::hmac_spec`] describes it (without one, [`verifier`] and
+/// [`signer`] refuse it with a [`ConfigError`]). The key is the shared
+/// secret, its bytes as given. What it signs and where depends on the spec:
+/// this entry says only a body and a header of unknown name; [`describe`]
+/// gives the spec's. Not in [`SCHEMES`] (each of those is one provider);
+/// [`find`] knows it.
+pub const HMAC: SchemeInfo = info(
+    "hmac",
+    "any HMAC provider, described by a spec",
+    "shared secret, its bytes as given",
+);
+
 /// Why [`verifier`] or [`signer`] could not build a scheme.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -336,7 +354,7 @@ pub enum RegistryError {
 }
 
 /// The scheme called `name` (`standard` is `standard-webhooks` too), in
-/// [`SCHEMES`] or [`SNS`].
+/// [`SCHEMES`], [`HMAC`] or [`SNS`].
 ///
 /// # Errors
 ///
@@ -348,12 +366,12 @@ pub fn find(name: &str) -> Result<&'static SchemeInfo, RegistryError> {
     };
     SCHEMES
         .iter()
-        .chain([&SNS])
+        .chain([&HMAC, &SNS])
         .find(|s| s.name.eq_ignore_ascii_case(name))
         .ok_or_else(|| RegistryError::UnknownScheme {
             known: SCHEMES
                 .iter()
-                .chain([&SNS])
+                .chain([&HMAC, &SNS])
                 .map(|s| s.name)
                 .collect::<Vec<_>>()
                 .join(", "),
@@ -415,6 +433,9 @@ pub struct SchemeOptions {
     /// [`SNS`]: the topic the signer publishes to (default:
     /// `scheme::sns::TEST_TOPIC_ARN`).
     pub topic_arn: Option<String>,
+    /// [`HMAC`]: how the provider signs (required by its verifier and
+    /// signer; other schemes ignore it).
+    pub hmac_spec: Option<GenericHmacSpec>,
 }
 
 impl SchemeOptions {
@@ -451,6 +472,50 @@ impl SchemeOptions {
         self.topic_arn = Some(topic_arn.into());
         self
     }
+
+    /// Sets the spec of the [`HMAC`] scheme.
+    #[must_use]
+    pub fn hmac_spec(mut self, spec: GenericHmacSpec) -> Self {
+        self.hmac_spec = Some(spec);
+        self
+    }
+}
+
+/// The options' [`HMAC`] spec.
+fn hmac_spec(options: &SchemeOptions) -> Result<&GenericHmacSpec, ConfigError> {
+    options.hmac_spec.as_ref().ok_or(ConfigError::Setting(
+        "the hmac scheme needs a spec (SchemeOptions::hmac_spec; the CLI's --hmac-spec): \
+         how it signs is not in its name",
+    ))
+}
+
+/// The scheme called `name` as `options` configure it: for [`HMAC`] with a
+/// spec, what the spec signs (its signature header, lowercase, its
+/// timestamp and replay window, whether it signs the URL and the body);
+/// otherwise [`find`]'s entry.
+///
+/// # Errors
+///
+/// As [`find`].
+pub fn describe(name: &str, options: &SchemeOptions) -> Result<SchemeInfo, RegistryError> {
+    let info = find(name)?;
+    let (true, Some(spec)) = (info.name == HMAC.name, &options.hmac_spec) else {
+        return Ok(*info);
+    };
+    let tolerance = options
+        .tolerance
+        .or(spec.tolerance())
+        .unwrap_or(DEFAULT_TOLERANCE);
+    Ok(SchemeInfo {
+        signs_url: spec.signs_url(),
+        signs_body: spec.signs_body(),
+        signs_timestamp: spec.signs_timestamp(),
+        signature_header: spec
+            .signature_header()
+            .map(|h| intern(&h.to_ascii_lowercase())),
+        default_tolerance: spec.signs_timestamp().then_some(tolerance),
+        ..*info
+    })
 }
 
 fn available(name: &str) -> Result<&'static SchemeInfo, RegistryError> {
@@ -475,14 +540,15 @@ fn credential(value: &str) -> Result<(&str, &str), ConfigError> {
 /// Builds the verifier of the scheme called `name` with `keys` (several for
 /// rotation, in order: [`MatchedKey::Secret`](crate::MatchedKey) reports
 /// the index that matched). For a key pair the keys are public keys; for
-/// Postmark each is `user:password`.
+/// Postmark each is `user:password`. [`HMAC`]'s reports its spec's name as
+/// [`Verifier::scheme`].
 ///
 /// # Errors
 ///
 /// [`RegistryError::UnknownScheme`], [`RegistryError::Unavailable`],
 /// [`RegistryError::Asynchronous`] for [`SNS`], or the builder's
 /// [`ConfigError`] (a key in the wrong format, no key, a URL-signing scheme
-/// without a public URL).
+/// without a public URL, [`HMAC`] without a spec).
 pub fn verifier<K: AsRef<str>>(
     name: &str,
     keys: &[K],
@@ -593,6 +659,17 @@ pub fn verifier<K: AsRef<str>>(
             for key in keys() {
                 let (user, password) = credential(key)?;
                 builder = builder.credential(user, password);
+            }
+            Box::new(builder.build()?)
+        }
+        "hmac" => {
+            let spec = hmac_spec(options)?;
+            let mut builder = spec.builder()?.secrets(bytes());
+            if let (true, Some(tolerance)) = (spec.signs_timestamp(), options.tolerance) {
+                builder = builder.tolerance(tolerance);
+            }
+            if spec.signs_url() {
+                builder = builder.public_url(url()?);
             }
             Box::new(builder.build()?)
         }
@@ -737,6 +814,14 @@ pub fn signer(
                 .public_url(signing_url(options)?)
                 .build()?,
         ),
+        "hmac" => {
+            let spec = hmac_spec(options)?;
+            let mut builder = spec.builder()?.secret(key);
+            if spec.signs_url() {
+                builder = builder.public_url(signing_url(options)?);
+            }
+            Box::new(builder.build()?)
+        }
         _ => unreachable!("every available scheme in SCHEMES signs"),
     };
     Ok(SchemeSigner {
