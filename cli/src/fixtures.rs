@@ -4,7 +4,7 @@
 //! `{{timestamp}}` the signed Unix time, `{{timestamp_ms}}` the same in
 //! milliseconds and `{{iso}}` the same as RFC 3339 text.
 
-use webhooks_core::scheme::registry::{self, SCHEMES, SNS, SchemeInfo};
+use webhooks_core::scheme::registry::{self, HMAC, SCHEMES, SNS, SchemeInfo};
 
 use crate::error::Failure;
 use crate::output::{BOLD, DIM, Out, paint};
@@ -355,9 +355,10 @@ pub(crate) fn find(scheme: &str, event: Option<&str>) -> Result<&'static Fixture
 
 /// Every scheme the command knows: the registry's, then Amazon SNS (which
 /// `send` and `sign` sign; its verifier fetches AWS's certificates, so
-/// `verify` and `listen` do not build it).
+/// `verify` and `listen` do not build it), then `hmac` (any HMAC provider,
+/// described by `--hmac-spec`).
 pub(crate) fn all_schemes() -> impl Iterator<Item = &'static SchemeInfo> {
-    SCHEMES.iter().chain([&SNS])
+    SCHEMES.iter().chain([&SNS, &HMAC])
 }
 
 /// `webhooks events [scheme]`.
