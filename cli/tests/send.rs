@@ -292,7 +292,11 @@ fn chunked_answers_are_read_whole() {
     assert_eq!(report["statuses"]["401"], 100, "{report}");
     assert_eq!(report["errors"], 0, "{report}");
     assert_eq!(report["unexpected"], 100, "{report}");
-    // One delivery: the body is the chunks' data.
+    // One delivery at a time (the 201st, then the 202nd): the body is the
+    // chunks' data.
+    let (code, report) = run_json(&["send", "stripe", &url, "--secret", secret]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["response_body"], "yes", "{report}");
     let (code, report) = run_json(&["send", "stripe", &url, "--secret", secret]);
     assert_eq!(code, 1, "{report}");
     assert_eq!(report["status"], 401, "{report}");
