@@ -48,7 +48,16 @@ pub(crate) struct Sender {
     target: Target,
     timeout: Duration,
     connection: Option<Connection<TcpStream>>,
+    /// When the connection last answered.
+    answered: Instant,
 }
+
+/// How long a connection idles before a request checks that the server has
+/// not closed it (a server closes an idle kept-alive connection after
+/// seconds; one answering without keeping it says `Connection: close`).
+/// Sooner than that, the request goes straight out: the check is a read
+/// the kernel answers `EAGAIN`, as costly as the exchange's own write.
+const IDLE_CHECK: Duration = Duration::from_millis(1);
 
 impl Sender {
     /// A sender for `url` (`http://` or `https://`), each request given up
@@ -91,6 +100,7 @@ impl Sender {
             target,
             timeout,
             connection: None,
+            answered: Instant::now(),
         })
     }
 
@@ -100,6 +110,7 @@ impl Sender {
             target: self.target.clone(),
             timeout: self.timeout,
             connection: None,
+            answered: self.answered,
         }
     }
 
@@ -142,11 +153,12 @@ impl Sender {
             _ => return Err("request failed: prepared for another URL".to_owned()),
         };
         let started = Instant::now();
+        let idle = started.saturating_duration_since(self.answered) >= IDLE_CHECK;
         let connection = &mut self.connection;
         let exchange = async {
             // Closed by the server since the last answer: nothing was sent
             // on it, so nothing is sent twice.
-            if connection.as_ref().is_some_and(Connection::is_closed) {
+            if idle && connection.as_ref().is_some_and(Connection::is_closed) {
                 *connection = None;
             }
             let open = match connection {
@@ -166,7 +178,9 @@ impl Sender {
                 return Err("timed out".to_owned());
             }
         };
-        let latency = started.elapsed();
+        let answered = Instant::now();
+        self.answered = answered;
+        let latency = answered.saturating_duration_since(started);
         if response.close {
             self.connection = None;
         }

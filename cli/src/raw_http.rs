@@ -186,8 +186,8 @@ impl Connection<TcpStream> {
 
     /// Whether the server closed the connection (or sent what was not
     /// asked for) since the last answer: then a new one is needed, and
-    /// nothing was sent on this one, so nothing is sent twice. This costs
-    /// the `EAGAIN` read the exchange would otherwise make after writing.
+    /// nothing was sent on this one, so nothing is sent twice. One read,
+    /// which the kernel answers `EAGAIN` on an open connection.
     pub(crate) fn is_closed(&self) -> bool {
         let mut probe = [0_u8; 1];
         !matches!(
