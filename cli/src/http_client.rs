@@ -1,23 +1,19 @@
 //! The HTTP clients. `send` talks HTTP/1.1 over one kept-alive connection
-//! per concurrent sender ([`Sender`]): hyper's connection-level client for
-//! `http://`, so that the sender stays cheaper per request than the
-//! receiver it loads; reqwest on rustls (ring, installed as the process's
-//! provider) for `https://` and for `listen --forward`. Neither follows
-//! redirects (a webhook sender does not) nor takes a proxy from the
-//! environment.
+//! per concurrent sender ([`Sender`]): for `http://`, requests serialised
+//! beforehand and written raw, answers read by [`crate::raw_http`]'s own
+//! reader, so that the sender stays cheaper per request than the receiver
+//! it loads; reqwest on rustls (ring, installed as the process's provider)
+//! for `https://` and for `listen --forward`. Neither follows redirects (a
+//! webhook sender does not) nor takes a proxy from the environment.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use std::future::Future as _;
-use std::pin::Pin;
-
-use hyper::client::conn::http1::{Connection, SendRequest};
-use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
 
 use crate::error::Failure;
+use crate::raw_http::{self, Connection};
 use crate::signed::SignedRequest;
 
 /// Where a [`Sender`] posts.
@@ -26,9 +22,9 @@ enum Target {
     /// `http://`: the resolved addresses, the `Host` header, the path and
     /// query to request.
     Plain {
-        addrs: std::sync::Arc<[SocketAddr]>,
-        host: http::HeaderValue,
-        path: http::Uri,
+        addrs: Arc<[SocketAddr]>,
+        host: Arc<str>,
+        path: Arc<str>,
     },
     /// `https://`: through reqwest.
     Tls {
@@ -39,8 +35,8 @@ enum Target {
 
 /// A signed request, ready to send.
 pub(crate) enum Prepared {
-    /// For `http://`: the request hyper sends.
-    Plain(http::Request<Full<Bytes>>),
+    /// For `http://`: the whole request, serialised.
+    Plain(Vec<u8>),
     /// For `https://`: sent through reqwest.
     Tls(SignedRequest),
 }
@@ -51,8 +47,17 @@ pub(crate) enum Prepared {
 pub(crate) struct Sender {
     target: Target,
     timeout: Duration,
-    connection: Option<Open>,
+    connection: Option<Connection<TcpStream>>,
+    /// When the connection last answered.
+    answered: Instant,
 }
+
+/// How long a connection idles before a request checks that the server has
+/// not closed it (a server closes an idle kept-alive connection after
+/// seconds; one answering without keeping it says `Connection: close`).
+/// Sooner than that, the request goes straight out: the check is a read
+/// the kernel answers `EAGAIN`, as costly as the exchange's own write.
+const IDLE_CHECK: Duration = Duration::from_millis(1);
 
 impl Sender {
     /// A sender for `url` (`http://` or `https://`), each request given up
@@ -63,23 +68,27 @@ impl Sender {
                 let addrs: Vec<SocketAddr> = url
                     .socket_addrs(|| Some(80))
                     .map_err(|e| Failure::usage(format!("cannot resolve the host: {e}")))?;
-                let authority = match (url.host_str(), url.port()) {
+                let host = match (url.host_str(), url.port()) {
                     (Some(host), Some(port)) => format!("{host}:{port}"),
                     (Some(host), None) => host.to_owned(),
                     (None, _) => return Err(Failure::usage("the URL has no host")),
                 };
-                let host = http::HeaderValue::try_from(authority)
-                    .map_err(|_| Failure::usage("the URL's host is not a valid Host header"))?;
+                if http::HeaderValue::try_from(host.as_str()).is_err() {
+                    return Err(Failure::usage("the URL's host is not a valid Host header"));
+                }
                 let path = match url.query() {
                     Some(query) => format!("{}?{query}", url.path()),
                     None => url.path().to_owned(),
                 };
-                let path = http::Uri::try_from(path)
-                    .map_err(|_| Failure::usage("the URL's path is not a valid request target"))?;
+                if http::Uri::try_from(path.as_str()).is_err() {
+                    return Err(Failure::usage(
+                        "the URL's path is not a valid request target",
+                    ));
+                }
                 Target::Plain {
                     addrs: addrs.into(),
-                    host,
-                    path,
+                    host: host.into(),
+                    path: path.into(),
                 }
             }
             _ => Target::Tls {
@@ -91,6 +100,7 @@ impl Sender {
             target,
             timeout,
             connection: None,
+            answered: Instant::now(),
         })
     }
 
@@ -100,26 +110,21 @@ impl Sender {
             target: self.target.clone(),
             timeout: self.timeout,
             connection: None,
+            answered: self.answered,
         }
     }
 
-    /// `request` ready to send: for `http://`, the HTTP request itself
-    /// (built before `send --repeat` starts its clock).
-    pub(crate) fn prepare(&self, request: SignedRequest) -> Result<Prepared, String> {
+    /// `request` ready to send: for `http://`, the HTTP request itself, one
+    /// buffer (built before `send --repeat` starts its clock).
+    pub(crate) fn prepare(&self, request: SignedRequest) -> Prepared {
         match &self.target {
-            Target::Tls { .. } => Ok(Prepared::Tls(request)),
-            Target::Plain { host, path, .. } => {
-                let mut builder =
-                    http::Request::post(path.clone()).header(http::header::HOST, host.clone());
-                if let Some(headers) = builder.headers_mut() {
-                    headers.reserve(request.headers.len());
-                    headers.extend(request.headers);
-                }
-                builder
-                    .body(Full::new(request.body))
-                    .map(Prepared::Plain)
-                    .map_err(|e| format!("request failed: {e}"))
-            }
+            Target::Tls { .. } => Prepared::Tls(request),
+            Target::Plain { host, path, .. } => Prepared::Plain(raw_http::serialize(
+                host.as_bytes(),
+                path.as_bytes(),
+                &request.headers,
+                &request.body,
+            )),
         }
     }
 
@@ -130,7 +135,7 @@ impl Sender {
         request: SignedRequest,
         keep_body: bool,
     ) -> Result<Answer, String> {
-        let prepared = self.prepare(request)?;
+        let prepared = self.prepare(request);
         self.send(prepared, keep_body).await
     }
 
@@ -148,47 +153,22 @@ impl Sender {
             _ => return Err("request failed: prepared for another URL".to_owned()),
         };
         let started = Instant::now();
-        let timeout = self.timeout;
+        let idle = started.saturating_duration_since(self.answered) >= IDLE_CHECK;
+        let connection = &mut self.connection;
         let exchange = async {
-            let Open { requests, driver } = self.open(&addrs).await?;
-            // The connection is driven here, in the sender's own task, not
-            // in a task of its own: no wake-up crosses tasks per request.
-            let exchange = async {
-                requests.ready().await.map_err(|e| hyper_reason(&e))?;
-                let response = requests
-                    .send_request(outgoing)
-                    .await
-                    .map_err(|e| hyper_reason(&e))?;
-                let status = response.status().as_u16();
-                let body = response
-                    .into_body()
-                    .collect()
-                    .await
-                    .map_err(|e| hyper_reason(&e))?
-                    .to_bytes();
-                Ok::<_, String>((status, body))
+            // Closed by the server since the last answer: nothing was sent
+            // on it, so nothing is sent twice.
+            if idle && connection.as_ref().is_some_and(Connection::is_closed) {
+                *connection = None;
+            }
+            let open = match connection {
+                Some(open) => open,
+                None => connection.insert(Connection::open(&addrs).await?),
             };
-            tokio::pin!(exchange);
-            tokio::select! {
-                biased;
-                answer = &mut exchange => answer.map(|answer| (answer, false)),
-                closed = driver.as_mut() => match closed {
-                    // Closed after answering (`Connection: close`, or a
-                    // refusal the server closes on): the answer is in. The
-                    // driver is done, so this cannot wait.
-                    Ok(()) => exchange.await.map(|answer| (answer, true)),
-                    Err(e) => Err(hyper_reason(&e)),
-                },
-            }
+            open.exchange(&outgoing, keep_body).await
         };
-        let outcome = tokio::time::timeout(timeout, exchange).await;
-        let (status, body) = match outcome {
-            Ok(Ok((answer, closed))) => {
-                if closed {
-                    self.connection = None;
-                }
-                answer
-            }
+        let response = match tokio::time::timeout(self.timeout, exchange).await {
+            Ok(Ok(response)) => response,
             Ok(Err(reason)) => {
                 self.connection = None;
                 return Err(reason);
@@ -198,82 +178,20 @@ impl Sender {
                 return Err("timed out".to_owned());
             }
         };
-        let latency = started.elapsed();
+        let answered = Instant::now();
+        self.answered = answered;
+        let latency = answered.saturating_duration_since(started);
+        if response.close {
+            self.connection = None;
+        }
         Ok(Answer {
-            status,
+            status: response.status,
             body: match keep_body {
-                true => shorten(&body),
+                true => shorten(&response.body),
                 false => String::new(),
             },
             latency,
         })
-    }
-
-    /// The open connection; a new one when there is none or the server
-    /// closed it (nothing was sent on it yet, so nothing is sent twice).
-    async fn open(&mut self, addrs: &[SocketAddr]) -> Result<&mut Open, String> {
-        if let Some(open) = &mut self.connection {
-            let closed = std::future::poll_fn(|cx| {
-                std::task::Poll::Ready(open.driver.as_mut().poll(cx).is_ready())
-            })
-            .await;
-            if closed {
-                self.connection = None;
-            }
-        }
-        if self.connection.is_none() {
-            self.connection = Some(connect(addrs).await?);
-        }
-        self.connection
-            .as_mut()
-            .ok_or_else(|| "cannot connect".to_owned())
-    }
-}
-
-/// An open HTTP/1.1 connection: where requests go in, and the future that
-/// drives the connection (polled while a request is in flight).
-struct Open {
-    requests: SendRequest<Full<Bytes>>,
-    driver: Pin<Box<Connection<TokioIo<tokio::net::TcpStream>, Full<Bytes>>>>,
-}
-
-/// A new HTTP/1.1 connection to the first address that answers.
-async fn connect(addrs: &[SocketAddr]) -> Result<Open, String> {
-    let mut last = None;
-    for addr in addrs {
-        match tokio::net::TcpStream::connect(addr).await {
-            Ok(stream) => {
-                let _ = stream.set_nodelay(true);
-                let (requests, driver) =
-                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                        .await
-                        .map_err(|e| hyper_reason(&e))?;
-                return Ok(Open {
-                    requests,
-                    driver: Box::pin(driver),
-                });
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(match last {
-        Some(e) => format!("cannot connect: {e}"),
-        None => "cannot connect: the host has no address".to_owned(),
-    })
-}
-
-/// A one-line reason for a failed exchange.
-fn hyper_reason(e: &hyper::Error) -> String {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_closed() || e.is_incomplete_message() {
-        "the connection was closed"
-    } else {
-        "request failed"
-    };
-    match std::error::Error::source(e) {
-        Some(source) => format!("{kind}: {source}"),
-        None => format!("{kind}: {e}"),
     }
 }
 

@@ -16,6 +16,7 @@ mod http_client;
 mod inbox;
 mod listen;
 mod output;
+mod raw_http;
 mod secret;
 mod send;
 mod sign;
@@ -92,7 +93,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let out = Out::new(cli.json);
     let result = match cli.command {
-        Command::Send(args) => runtime().and_then(|rt| rt.block_on(send::run(args, &out))),
+        // One thread: `--repeat`'s senders share it, with no hand-off
+        // between threads per request (the receiver keeps the other cores).
+        Command::Send(args) => current_thread().and_then(|rt| rt.block_on(send::run(args, &out))),
         Command::Sign(args) => sign::run(args, &out),
         Command::Verify(args) => verify::run(args, &out),
         Command::Listen(args) => runtime().and_then(|rt| rt.block_on(listen::run(args, &out))),
@@ -113,6 +116,13 @@ fn main() -> ExitCode {
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))
+}
+
+fn current_thread() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))

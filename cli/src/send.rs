@@ -267,8 +267,7 @@ async fn repeat(
             if let Some(tamper) = &tamper {
                 tamper.apply(signing.info(), &mut request)?;
             }
-            let prepared = sender.prepare(request).map_err(Failure::usage)?;
-            queues[i % concurrency].push(prepared);
+            queues[i % concurrency].push(sender.prepare(request));
         }
         signing_time += signing_started.elapsed();
         let started = Instant::now();

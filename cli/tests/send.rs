@@ -283,3 +283,175 @@ fn hmac_without_built_in_events_sends_a_default_body_with_the_event_header() {
         "{report}"
     );
 }
+
+/// A raw HTTP/1.1 server on 127.0.0.1:0, a thread per connection: the
+/// `n`th request it reads (counted across connections, from 0) is answered
+/// with `answer(n)`'s bytes, and the connection closed after them when it
+/// says so. Its URL.
+fn raw_server(answer: impl Fn(usize) -> (Vec<u8>, bool) + Send + Sync + 'static) -> String {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    let answer = Arc::new(answer);
+    let count = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let (answer, count) = (answer.clone(), count.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                loop {
+                    // The head, then the body by its Content-Length.
+                    let mut length = 0;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let (bytes, close) = answer(count.fetch_add(1, Ordering::SeqCst));
+                    if stream.write_all(&bytes).is_err() || close {
+                        let _ = stream.shutdown(std::net::Shutdown::Both);
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn chunked_answers_are_read_whole() {
+    // Alternately 200 and 401, each with a chunked body (the 401's with a
+    // chunk extension and a trailer), on kept-alive connections.
+    let url = raw_server(|n| {
+        let bytes: &[u8] = match n % 2 {
+            0 => b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nyes\r\n0\r\n\r\n",
+            _ => {
+                b"HTTP/1.1 401 Unauthorized\r\nTransfer-Encoding: chunked\r\n\r\n\
+                  a;why=sig\r\nsignature \r\n7\r\nrefused\r\n0\r\nx-trailer: 1\r\n\r\n"
+            }
+        };
+        (bytes.to_vec(), false)
+    });
+    let secret = signing_key("stripe");
+    let (code, report) = run_json(&[
+        "send", "stripe", &url, "--secret", secret, "--repeat", "200", "-c", "4",
+    ]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["statuses"]["200"], 100, "{report}");
+    assert_eq!(report["statuses"]["401"], 100, "{report}");
+    assert_eq!(report["errors"], 0, "{report}");
+    assert_eq!(report["unexpected"], 100, "{report}");
+    // One delivery at a time (the 201st, then the 202nd): the body is the
+    // chunks' data.
+    let (code, report) = run_json(&["send", "stripe", &url, "--secret", secret]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["response_body"], "yes", "{report}");
+    let (code, report) = run_json(&["send", "stripe", &url, "--secret", secret]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["status"], 401, "{report}");
+    assert_eq!(report["response_body"], "signature refused", "{report}");
+}
+
+#[test]
+fn a_server_closing_connections_mid_run_still_answers_every_delivery() {
+    // Every 7th answer says `Connection: close`, every 11th is HTTP/1.0
+    // (closed without saying so), and the server closes after both.
+    let url = raw_server(|n| match (n % 7, n % 11) {
+        (6, _) => (
+            b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n".to_vec(),
+            true,
+        ),
+        (_, 10) => (b"HTTP/1.0 204 No Content\r\n\r\n".to_vec(), true),
+        _ => (
+            b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n".to_vec(),
+            false,
+        ),
+    });
+    let (code, report) = run_json(&[
+        "send",
+        "github",
+        &url,
+        "--secret",
+        signing_key("github"),
+        "--repeat",
+        "500",
+        "-c",
+        "8",
+    ]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["statuses"]["204"], 500, "{report}");
+    assert_eq!(report["errors"], 0, "{report}");
+}
+
+#[test]
+fn a_server_answering_garbage_is_an_error_not_a_panic() {
+    let url = raw_server(|_| (b"this is not HTTP\r\n\r\n".to_vec(), false));
+    let secret = signing_key("slack");
+    let output = support::webhooks()
+        .args(["--json", "send", "slack", &url, "--secret", secret])
+        .args(["--repeat", "20", "-c", "2"])
+        .output()
+        .unwrap();
+    let (code, stdout, stderr) = support::text(&output);
+    assert_eq!(code, 2, "{stdout} {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["errors"], 20, "{report}");
+    assert!(
+        report["first_error"]
+            .as_str()
+            .unwrap()
+            .contains("malformed response"),
+        "{report}"
+    );
+    // One delivery, in text: the reason and the origin, exit 2.
+    let output = support::webhooks()
+        .args(["send", "slack", &url, "--secret", secret])
+        .output()
+        .unwrap();
+    let (code, _, stderr) = support::text(&output);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("malformed response") && stderr.contains("http://127.0.0.1:"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // A body cut short, then the connection closed: an error too.
+    let url = raw_server(|_| {
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nshort".to_vec(),
+            true,
+        )
+    });
+    let (code, report) = run_json(&[
+        "send", "slack", &url, "--secret", secret, "--repeat", "10", "-c", "2",
+    ]);
+    assert_eq!(code, 2, "{report}");
+    assert_eq!(report["errors"], 10, "{report}");
+    assert!(
+        report["first_error"]
+            .as_str()
+            .unwrap()
+            .contains("closed mid-answer"),
+        "{report}"
+    );
+}
