@@ -92,8 +92,7 @@ fn timestamped_schemes_refuse_a_stale_delivery() {
         }
         let key = keys(info)[0];
         let signer = signer(info.name, key, &options()).unwrap();
-        let verifier =
-            super::verifier(info.name, &[verifier_key(info, key)], &options()).unwrap();
+        let verifier = super::verifier(info.name, &[verifier_key(info, key)], &options()).unwrap();
         let stale = TestDelivery::new(body(info)).timestamp(1_000_000_000);
         let headers = signer.sign_test(&stale).unwrap();
         let sent = signer.sign_test_body(&stale).unwrap();
