@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// Issue 35, item 9: every built-in scheme's credential header, and the
