@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use chaos::{ReceiverProcess, Receivers, Runs, Senders, env_number};
 use tokio::net::TcpStream;
-use webhooks_core::inbox::{Inbox, JetStreamInbox, Shutdown, inbox_from_url};
+use webhooks_core::inbox::{Inbox, JetStreamInbox};
 
 /// One delivery in this many is also sent forged.
 const FORGE_EVERY: usize = 25;
@@ -195,7 +195,7 @@ fn kill_node(server_name: &str) {
 
 /// What a receiver process needs: the inbox URL.
 fn receiver_env(inbox_url: &str) -> [(&'static str, String); 1] {
-    [("CHAOS_CHILD_INBOX_URL", inbox_url.to_owned())]
+    [(chaos::INBOX_URL, inbox_url.to_owned())]
 }
 
 /// The child side: a receiver on the inbox `inbox_from_url` opens.
@@ -203,20 +203,7 @@ fn receiver_env(inbox_url: &str) -> [(&'static str, String); 1] {
 #[test]
 #[ignore = "run by the chaos test as a receiver process"]
 fn receiver_process() {
-    chaos::receiver_child(|| async {
-        let inbox_url = std::env::var("CHAOS_CHILD_INBOX_URL").expect("the inbox URL");
-        let started = Instant::now();
-        loop {
-            match inbox_from_url(&inbox_url).await {
-                Ok(inbox) => break inbox,
-                Err(error) if started.elapsed() < Duration::from_secs(30) => {
-                    eprintln!("opening the inbox: {error}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(error) => panic!("could not open the inbox: {error}"),
-            }
-        }
-    });
+    chaos::receiver_child(chaos::open_from_env);
 }
 
 // ---------------------------------------------------------------- the test
@@ -253,11 +240,7 @@ async fn acknowledged_deliveries_survive_receiver_and_jetstream_node_kills() {
     let effects = chaos::Effects::new();
     let runs = Arc::new(Runs::default());
     let shared: Arc<dyn Inbox> = Arc::new(inbox.clone());
-    let shutdown = Shutdown::new();
-    let working = tokio::spawn(
-        chaos::worker(Arc::clone(&shared), effects.dir.clone(), Arc::clone(&runs))
-            .run(shutdown.signal()),
-    );
+    let working = chaos::Working::start(Arc::clone(&shared), &effects, &runs);
 
     let receivers: Receivers = Arc::new(Mutex::new(vec![
         ReceiverProcess::start(&env).await,
@@ -310,11 +293,7 @@ async fn acknowledged_deliveries_survive_receiver_and_jetstream_node_kills() {
     let outcome = &senders.outcome;
     let drain_started = Instant::now();
     chaos::drain(&inbox, &runs, outcome.acknowledged().len()).await;
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(60), working)
-        .await
-        .expect("the worker did not stop")
-        .expect("the worker failed");
+    working.stop().await;
     let stats = inbox.stats().await.expect("stats");
 
     // The figures.
@@ -344,14 +323,7 @@ async fn acknowledged_deliveries_survive_receiver_and_jetstream_node_kills() {
         .filter(|(_, runs)| runs.iter().filter(|(attempt, _)| *attempt == 1).count() > 1)
         .map(|(n, _)| *n)
         .collect();
-    eprintln!(
-        "answers by status (0: connection failed): {:?}",
-        outcome.statuses.lock().unwrap()
-    );
-    eprintln!(
-        "answers to forgeries: {:?}",
-        outcome.forged_statuses.lock().unwrap()
-    );
+    outcome.print_answers();
     eprintln!(
         "{deliveries} deliveries, {} acknowledged, {} applied; lost {}, committed twice {}, \
          stored by the stream {stored} (second copies {published_twice}), runs beyond the \

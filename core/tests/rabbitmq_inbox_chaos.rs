@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chaos::{ReceiverProcess, Receivers, Runs, Senders, env_number};
-use webhooks_core::inbox::{Shutdown, inbox_from_url};
+use webhooks_core::inbox::inbox_from_url;
 
 /// One delivery in this many is also sent forged.
 const FORGE_EVERY: usize = 25;
@@ -67,20 +67,7 @@ fn encode(text: &str) -> String {
 #[test]
 #[ignore = "run by the chaos test as a receiver process"]
 fn receiver_process() {
-    chaos::receiver_child(|| async {
-        let inbox_url = std::env::var("CHAOS_CHILD_INBOX_URL").expect("the inbox URL");
-        let started = Instant::now();
-        loop {
-            match inbox_from_url(&inbox_url).await {
-                Ok(inbox) => break inbox,
-                Err(error) if started.elapsed() < Duration::from_secs(30) => {
-                    eprintln!("opening the inbox: {error}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(error) => panic!("could not open the inbox: {error}"),
-            }
-        }
-    });
+    chaos::receiver_child(chaos::open_from_env);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,7 +94,7 @@ async fn acknowledged_deliveries_survive_receiver_kills_and_cut_connections() {
         .rsplit_once('/')
         .expect("an amqp://host:port/vhost URL");
     let inbox_url = format!("{base}/{}?queue=chaos&dedup={}", vhost.0, encode(&redis));
-    let env = [("CHAOS_CHILD_INBOX_URL", inbox_url.clone())];
+    let env = [(chaos::INBOX_URL, inbox_url.clone())];
 
     // The queues, declared once here; the receivers find them.
     let inbox = inbox_from_url(&inbox_url).await.expect("open the inbox");
@@ -115,11 +102,7 @@ async fn acknowledged_deliveries_survive_receiver_kills_and_cut_connections() {
     // The worker, in this process, from the start.
     let effects = chaos::Effects::new();
     let runs = Arc::new(Runs::default());
-    let shutdown = Shutdown::new();
-    let working = tokio::spawn(
-        chaos::worker(Arc::clone(&inbox), effects.dir.clone(), Arc::clone(&runs))
-            .run(shutdown.signal()),
-    );
+    let working = chaos::Working::start(Arc::clone(&inbox), &effects, &runs);
 
     let receivers: Receivers = Arc::new(Mutex::new(vec![
         ReceiverProcess::start(&env).await,
@@ -176,22 +159,11 @@ async fn acknowledged_deliveries_survive_receiver_kills_and_cut_connections() {
     let outcome = &senders.outcome;
     let drain_started = Instant::now();
     chaos::drain(inbox.as_ref(), &runs, outcome.acknowledged().len()).await;
-    shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(60), working)
-        .await
-        .expect("the worker did not stop")
-        .expect("the worker failed");
+    working.stop().await;
     let stats = inbox.stats().await.expect("stats");
 
     let verdict = chaos::Verdict::new(outcome, &runs, &effects);
-    eprintln!(
-        "answers by status (0: connection failed): {:?}",
-        outcome.statuses.lock().unwrap()
-    );
-    eprintln!(
-        "answers to forgeries: {:?}",
-        outcome.forged_statuses.lock().unwrap()
-    );
+    outcome.print_answers();
     eprintln!(
         "{deliveries} deliveries, {} acknowledged, {} applied; lost {}, committed twice {}, \
          runs beyond the first {}; {rounds} rounds (a receiver SIGKILLed), {cuts} cuts of \

@@ -28,7 +28,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, Buf
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use webhooks_core::Receiver;
-use webhooks_core::inbox::{Backoff, Inbox, Job, Worker};
+use webhooks_core::inbox::{Backoff, Inbox, Job, Shutdown, Worker, WorkerReport};
 use webhooks_core::scheme::StandardWebhooks;
 
 use crate::support::unique_suffix;
@@ -121,6 +121,26 @@ pub async fn replace_receiver(receivers: &Receivers, which: usize, env: &[(&str,
     receivers.lock().unwrap()[which].kill();
     let replacement = ReceiverProcess::start(env).await;
     receivers.lock().unwrap()[which] = replacement;
+}
+
+/// The variable [`open_from_env`] reads the inbox URL from.
+pub const INBOX_URL: &str = "CHAOS_CHILD_INBOX_URL";
+
+/// For [`receiver_child`]: the inbox `inbox_from_url` opens at the URL in
+/// [`INBOX_URL`], tried again for 30 s while the servers come back.
+pub async fn open_from_env() -> Arc<dyn Inbox> {
+    let inbox_url = std::env::var(INBOX_URL).expect("the inbox URL");
+    let started = Instant::now();
+    loop {
+        match webhooks_core::inbox::inbox_from_url(&inbox_url).await {
+            Ok(inbox) => return inbox,
+            Err(error) if started.elapsed() < Duration::from_secs(30) => {
+                eprintln!("opening the inbox: {error}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => panic!("could not open the inbox: {error}"),
+        }
+    }
 }
 
 /// The child side, for a test's ignored `receiver_process`: opens the inbox
@@ -261,6 +281,18 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Prints the answers by status, to genuine deliveries and to forgeries.
+    pub fn print_answers(&self) {
+        eprintln!(
+            "answers by status (0: connection failed): {:?}",
+            self.statuses.lock().unwrap()
+        );
+        eprintln!(
+            "answers to forgeries: {:?}",
+            self.forged_statuses.lock().unwrap()
+        );
+    }
+
     /// The deliveries answered 2xx.
     pub fn acknowledged(&self) -> BTreeSet<usize> {
         self.acknowledged.lock().unwrap().keys().copied().collect()
@@ -465,6 +497,32 @@ pub fn worker(inbox: Arc<dyn Inbox>, dir: PathBuf, runs: Arc<Runs>) -> Worker<Ev
                 Ok::<(), std::io::Error>(())
             }
         })
+}
+
+/// A [`worker`] running in this process.
+pub struct Working {
+    shutdown: Shutdown,
+    task: JoinHandle<WorkerReport>,
+}
+
+impl Working {
+    /// Starts a [`worker`] on `inbox`, its effects in `effects`.
+    pub fn start(inbox: Arc<dyn Inbox>, effects: &Effects, runs: &Arc<Runs>) -> Self {
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(
+            worker(inbox, effects.dir.clone(), Arc::clone(runs)).run(shutdown.signal()),
+        );
+        Self { shutdown, task }
+    }
+
+    /// Stops it (within 60 s).
+    pub async fn stop(self) {
+        self.shutdown.trigger();
+        tokio::time::timeout(Duration::from_secs(60), self.task)
+            .await
+            .expect("the worker did not stop")
+            .expect("the worker failed");
+    }
 }
 
 /// The effects the worker committed, in a fresh directory.
