@@ -30,6 +30,21 @@ async fn open(name: &str) -> Option<(JetStreamInbox, String)> {
     Some((inbox, url))
 }
 
+/// Leases the one event the inbox holds, `key`, and completes it.
+async fn lease_one_and_complete(inbox: &JetStreamInbox, key: &str) {
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 10, Duration::from_secs(30), 5)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 1);
+    assert_eq!(leased[0].meta.key, key);
+    assert_eq!(
+        inbox.complete(key, token).await.unwrap(),
+        Transition::Applied
+    );
+}
+
 fn name() -> String {
     format!("N{}", support::unique_suffix())
 }
@@ -86,16 +101,7 @@ async fn duplicates_past_the_window_are_duplicates() {
     };
     let event = NewEvent::new("webhooks:test:late", "test", "{}");
     assert_eq!(inbox.accept(&event).await.unwrap(), Accepted::Stored);
-    let token = ClaimToken::random();
-    let leased = inbox
-        .lease(token, 10, Duration::from_secs(30), 5)
-        .await
-        .unwrap();
-    assert_eq!(leased.len(), 1);
-    assert_eq!(
-        inbox.complete("webhooks:test:late", token).await.unwrap(),
-        Transition::Applied
-    );
+    lease_one_and_complete(&inbox, "webhooks:test:late").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(inbox.accept(&event).await.unwrap(), Accepted::Duplicate);
     let stats = inbox.stats().await.unwrap();
@@ -192,16 +198,7 @@ async fn a_second_copy_of_a_completed_delivery_is_dropped() {
         .await
         .unwrap()
         .unwrap();
-    let token = ClaimToken::random();
-    let leased = inbox
-        .lease(token, 10, Duration::from_secs(30), 5)
-        .await
-        .unwrap();
-    assert_eq!(leased.len(), 1);
-    assert_eq!(
-        inbox.complete("webhooks:test:copied", token).await.unwrap(),
-        Transition::Applied
-    );
+    lease_one_and_complete(&inbox, "webhooks:test:copied").await;
     // The copy: the same subject, metadata and body, under another
     // message id (as a re-publish the window did not recognise).
     let mut headers = original.headers.clone().unwrap();
