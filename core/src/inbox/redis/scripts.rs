@@ -1,0 +1,449 @@
+//! The Lua scripts of the Redis inbox: one per operation, each run whole on
+//! one partition, and the handle that loads them.
+
+use redis::Script;
+
+/// Shared by every script: the clock (the server's `TIME`, in ms), the keys,
+/// and the token check. Every script works on one partition (the single
+/// server's inbox is one partition, the cluster's has several), whose keys
+/// all start with its prefix `P`: `KEYS` are its pending, leased, dead and
+/// done sets, then, for the scripts on one event, that event's hash
+/// (`P .. 'e:' .. key`); `ARGV[1]` is `P`, from which the scripts on many
+/// events (lease, batch completion, purge, listing) derive their hashes'
+/// names. On a cluster `P` carries a hash tag (`{…}`), so that every key a
+/// script touches, declared or derived, is in the slot of its `KEYS`.
+/// `count` adds to this minute's activity hash (`P .. 'm:' .. minute`,
+/// fields `a`, `c`, `f`, and `d` for duplicates; see
+/// [`activity`](crate::inbox::activity)), setting its
+/// time to live when it creates a field.
+const PRELUDE: &str = r"
+local P = ARGV[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local pending, leased, dead, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local function held(h, tok)
+  return redis.call('HGET', h, 'state') == '1' and redis.call('HGET', h, 'token') == tok
+end
+local function count(kind, n)
+  local m = P .. 'm:' .. math.floor(now / 60000)
+  if redis.call('HINCRBY', m, kind, n) == n then redis.call('EXPIRE', m, 7200) end
+end
+local function fields(k, h, body)
+  local f = redis.call('HMGET', h, 'scheme', 'delivery_id', 'event_type', 'matched_key',
+    'headers', body, 'received_at', 'signed_at', 'attempts', 'last_error', 'updated_at')
+  return {k, f[1], f[2], f[3], f[4], f[5], f[6] or '', f[7], f[8], f[9], f[10] or '', f[11]}
+end
+";
+
+/// A duplicate is counted (field `d` of the minute's activity hash): besides
+/// the count, that write is what a `WAIT` after the accept waits for (a
+/// script that writes nothing leaves its connection's replication offset
+/// where it was, and the `WAIT` would say nothing about the stored event).
+const ACCEPT: &str = r"
+local h = KEYS[5]
+if redis.call('EXISTS', h) == 1 then
+  count('d', 1)
+  return 0
+end
+redis.call('HSET', h, 'scheme', ARGV[3], 'delivery_id', ARGV[4], 'event_type', ARGV[5],
+  'matched_key', ARGV[6], 'headers', ARGV[7], 'body', ARGV[8], 'signed_at', ARGV[9],
+  'received_at', now, 'state', 0, 'attempts', 0, 'updated_at', now)
+redis.call('ZADD', pending, now, ARGV[2])
+redis.call('ZADD', P .. 'received', now, ARGV[2])
+count('a', 1)
+return 1
+";
+
+/// ARGV: token, lease ms, max attempts, batch, the expired-on-last-attempt
+/// error. While the partition's pause flag (`P .. 'paused'`) is set, nothing
+/// is leased (leases expired on their last attempt are still reaped).
+const LEASE: &str = r"
+local tok, lease, max, batch = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if redis.call('EXISTS', P .. 'paused') == 1 then batch = 0 end
+local take, reaped = {}, 0
+for _, k in ipairs(redis.call('ZRANGEBYSCORE', leased, '-inf', now, 'LIMIT', 0, 100)) do
+  local h = P .. 'e:' .. k
+  if tonumber(redis.call('HGET', h, 'attempts') or '0') >= max then
+    redis.call('HSET', h, 'state', 3, 'last_error', ARGV[6], 'updated_at', now)
+    redis.call('HDEL', h, 'token', 'lease_until')
+    redis.call('ZREM', leased, k)
+    redis.call('ZADD', dead, redis.call('HGET', h, 'received_at'), k)
+    reaped = reaped + 1
+  elseif #take < batch then
+    table.insert(take, k)
+  end
+end
+if reaped > 0 then count('f', reaped) end
+if #take < batch then
+  for _, k in ipairs(redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'LIMIT', 0, batch - #take)) do
+    table.insert(take, k)
+  end
+end
+local out = {}
+for _, k in ipairs(take) do
+  local h = P .. 'e:' .. k
+  redis.call('HINCRBY', h, 'attempts', 1)
+  redis.call('HSET', h, 'state', 1, 'token', tok, 'lease_until', now + lease, 'updated_at', now)
+  redis.call('ZREM', pending, k)
+  redis.call('ZADD', leased, now + lease, k)
+  table.insert(out, fields(k, h, 'body'))
+end
+return out
+";
+
+/// ARGV: key, token, lease ms.
+const EXTEND: &str = r"
+local h = KEYS[5]
+if not held(h, ARGV[3]) then return 0 end
+redis.call('HSET', h, 'lease_until', now + tonumber(ARGV[4]))
+redis.call('ZADD', leased, now + tonumber(ARGV[4]), ARGV[2])
+return 1
+";
+
+/// ARGV: key, token.
+const COMPLETE: &str = r"
+local h = KEYS[5]
+if not held(h, ARGV[3]) then return 0 end
+redis.call('HSET', h, 'state', 2, 'updated_at', now)
+redis.call('HDEL', h, 'token', 'lease_until')
+redis.call('ZREM', leased, ARGV[2])
+redis.call('ZADD', done, now, ARGV[2])
+count('c', 1)
+return 1
+";
+
+/// ARGV: key, token, key, token, …; one 1 (applied) or 0 (stale) per pair.
+const COMPLETE_MANY: &str = r"
+local out, n = {}, 0
+for i = 2, #ARGV, 2 do
+  local k = ARGV[i]
+  local h = P .. 'e:' .. k
+  if held(h, ARGV[i + 1]) then
+    redis.call('HSET', h, 'state', 2, 'updated_at', now)
+    redis.call('HDEL', h, 'token', 'lease_until')
+    redis.call('ZREM', leased, k)
+    redis.call('ZADD', done, now, k)
+    table.insert(out, 1)
+    n = n + 1
+  else
+    table.insert(out, 0)
+  end
+end
+if n > 0 then count('c', n) end
+return out
+";
+
+/// ARGV: key, token, delay ms, error.
+const RETRY: &str = r"
+local h = KEYS[5]
+if not held(h, ARGV[3]) then return 0 end
+redis.call('HSET', h, 'state', 0, 'last_error', ARGV[5], 'updated_at', now)
+redis.call('HDEL', h, 'token', 'lease_until')
+redis.call('ZREM', leased, ARGV[2])
+redis.call('ZADD', pending, now + tonumber(ARGV[4]), ARGV[2])
+count('f', 1)
+return 1
+";
+
+/// ARGV: key, token.
+const RELEASE: &str = r"
+local h = KEYS[5]
+if not held(h, ARGV[3]) then return 0 end
+redis.call('HSET', h, 'state', 0, 'updated_at', now)
+redis.call('HINCRBY', h, 'attempts', -1)
+redis.call('HDEL', h, 'token', 'lease_until')
+redis.call('ZREM', leased, ARGV[2])
+redis.call('ZADD', pending, now, ARGV[2])
+return 1
+";
+
+/// ARGV: key, token, error.
+const DEAD_LETTER: &str = r"
+local h = KEYS[5]
+if not held(h, ARGV[3]) then return 0 end
+redis.call('HSET', h, 'state', 3, 'last_error', ARGV[4], 'updated_at', now)
+redis.call('HDEL', h, 'token', 'lease_until')
+redis.call('ZREM', leased, ARGV[2])
+redis.call('ZADD', dead, redis.call('HGET', h, 'received_at'), ARGV[2])
+count('f', 1)
+return 1
+";
+
+/// ARGV: key.
+const REPLAY: &str = r"
+local h = KEYS[5]
+if redis.call('HGET', h, 'state') ~= '3' then return 0 end
+redis.call('HSET', h, 'state', 0, 'attempts', 0, 'updated_at', now)
+redis.call('ZREM', dead, ARGV[2])
+redis.call('ZADD', pending, now, ARGV[2])
+return 1
+";
+
+/// ARGV: key.
+const DISCARD: &str = r"
+local h = KEYS[5]
+if redis.call('HGET', h, 'state') ~= '3' then return 0 end
+redis.call('DEL', h)
+redis.call('ZREM', dead, ARGV[2])
+redis.call('ZREM', P .. 'received', ARGV[2])
+return 1
+";
+
+/// ARGV: age ms, limit.
+const PURGE: &str = r"
+local ks = redis.call('ZRANGEBYSCORE', done, '-inf', now - tonumber(ARGV[2]), 'LIMIT', 0, tonumber(ARGV[3]))
+for _, k in ipairs(ks) do
+  redis.call('DEL', P .. 'e:' .. k)
+  redis.call('ZREM', done, k)
+  redis.call('ZREM', P .. 'received', k)
+end
+return #ks
+";
+
+/// ARGV: the number of minutes. The current minute, then each minute's
+/// `a`, `c`, `f` (oldest first).
+const ACTIVITY: &str = r"
+local minute = math.floor(now / 60000)
+local out = {minute}
+for m = minute - tonumber(ARGV[2]) + 1, minute do
+  local f = redis.call('HMGET', P .. 'm:' .. m, 'a', 'c', 'f')
+  table.insert(out, tonumber(f[1] or '0'))
+  table.insert(out, tonumber(f[2] or '0'))
+  table.insert(out, tonumber(f[3] or '0'))
+end
+return out
+";
+
+const STATS: &str = r"
+local oldest = redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+local at = -1
+if #oldest > 0 then at = tonumber(oldest[2]) end
+return {now, redis.call('ZCARD', pending), redis.call('ZCOUNT', pending, '-inf', now), at,
+  redis.call('ZCARD', leased), redis.call('ZCARD', dead), redis.call('ZCARD', done),
+  redis.call('EXISTS', P .. 'paused')}
+";
+
+/// ARGV: key.
+const GET: &str = r"
+local h = KEYS[5]
+if redis.call('HGET', h, 'state') ~= '3' then return {} end
+return fields(ARGV[2], h, 'body')
+";
+
+/// ARGV: received from (ms), until (exclusive, ms), cursor ms (or -1), cursor
+/// key, scheme (or ''), event type (or ''), limit, budget.
+///
+/// Keyset pagination over the dead set (score: receipt ms; equal scores in
+/// key order): the scan starts just past the cursor — at its rank when the
+/// cursor's entry is still dead, else at the first entry of its score, the
+/// entries up to its key skipped — and examines at most `budget` entries,
+/// so that one call stays short however many dead letters a filter skips.
+/// Replies `{rows, cursor, examined}`: the cursor (`{score, key}` of the
+/// last entry examined) whenever the scan stopped before the end (page full
+/// or budget spent), `{}` at the end; `examined` the entries looked at.
+/// Keys of equal scores compare byte-wise ([`BYTE_ORDER`]), as the set
+/// orders them.
+const LIST: &str = r"
+local upto, after, akey = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local scheme, kind, limit, budget = ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
+local pos = redis.call('ZCOUNT', dead, '-inf', '(' .. ARGV[2])
+local skip = false
+if after >= 0 then
+  local rank
+  local score = redis.call('ZSCORE', dead, akey)
+  if score and tonumber(score) == after then
+    rank = redis.call('ZRANK', dead, akey) + 1
+  else
+    rank = redis.call('ZCOUNT', dead, '-inf', '(' .. ARGV[4])
+    skip = true
+  end
+  if rank > pos then pos = rank end
+end
+local out, examined, last = {}, 0, {}
+while examined < budget do
+  local n = math.min(200, budget - examined)
+  local chunk = redis.call('ZRANGE', dead, pos, pos + n - 1, 'WITHSCORES')
+  if #chunk == 0 then return {out, {}, examined} end
+  for i = 1, #chunk, 2 do
+    local k, raw = chunk[i], chunk[i + 1]
+    local score = tonumber(raw)
+    if score >= upto then return {out, {}, examined} end
+    examined, pos, last = examined + 1, pos + 1, {raw, k}
+    if not skip or score ~= after or bytes_after(k, akey) then
+      local h = P .. 'e:' .. k
+      local f = redis.call('HMGET', h, 'scheme', 'event_type')
+      if (scheme == '' or f[1] == scheme) and (kind == '' or f[2] == kind) then
+        table.insert(out, fields(k, h, 'no-body'))
+        if #out >= limit then return {out, last, examined} end
+      end
+    end
+  end
+end
+return {out, last, examined}
+";
+
+/// The most dead-set entries one listing call examines (matched or not),
+/// per partition: it returns a cursor after that many, so that a filter
+/// matching few of many dead letters never holds the server for long.
+pub const DEAD_LETTER_SCAN_BUDGET: u32 = 500;
+
+/// Whether key `a` sorts after key `b` in a sorted set's order for equal
+/// scores: byte by byte, a prefix first. Lua's `<` and `>` on strings
+/// collate by the server's locale (`strcoll`: under `en_US.UTF-8`, `key_a`
+/// is before `key_B`), which would skip or repeat keys past a cursor.
+const BYTE_ORDER: &str = r"
+local function bytes_after(a, b)
+  if a == b then return false end
+  local n, i = math.min(#a, #b), 1
+  while i <= n and string.byte(a, i) == string.byte(b, i) do i = i + 1 end
+  if i > n then return #a > #b end
+  return string.byte(a, i) > string.byte(b, i)
+end
+";
+
+/// What a delivery row adds to [`PRELUDE`]'s `fields`: the hash's state,
+/// the due time (the pending set's score, or `''`), the lease end, the clock.
+const DELIVERY_PRELUDE: &str = r"
+local function extra(k, h)
+  local g = redis.call('HMGET', h, 'state', 'lease_until')
+  return {g[1] or '', redis.call('ZSCORE', pending, k) or '', g[2] or '', now}
+end
+";
+
+/// ARGV: state (`due`, `retrying`, `in_flight`, `dead`, `completed`),
+/// newest first (`1`) or oldest first (`0`), received from (ms), until
+/// (exclusive, ms), cursor ms (or -1), cursor key, scheme, event type,
+/// delivery id (each `''` for any), limit, budget.
+///
+/// Keyset pagination over the receipt index (`P .. 'received'`, every
+/// stored event scored by its receipt ms; for dead letters the dead set,
+/// scored the same way), in either direction, as [`LIST`] does: the scan
+/// starts just past the cursor and examines at most `budget` entries,
+/// keeping those in the wanted state (a pending event is due when its
+/// pending score is at most now, retrying otherwise) that match the
+/// filters. Replies `{rows, cursor}`, each row `{fields, extra}`. Keys of
+/// equal scores compare byte-wise ([`BYTE_ORDER`]), as the index orders them.
+const DELIVERIES: &str = r"
+local want, desc = ARGV[2], ARGV[3] == '1'
+local from, upto = tonumber(ARGV[4]), tonumber(ARGV[5])
+local after, akey = tonumber(ARGV[6]), ARGV[7]
+local scheme, kind, did = ARGV[8], ARGV[9], ARGV[10]
+local limit, budget = tonumber(ARGV[11]), tonumber(ARGV[12])
+local code = ({due = '0', retrying = '0', in_flight = '1', completed = '2', dead = '3'})[want]
+local index = P .. 'received'
+if want == 'dead' then index = dead end
+local function matches(k, f)
+  if f[1] ~= code then return false end
+  if (scheme ~= '' and f[2] ~= scheme) or (kind ~= '' and f[3] ~= kind)
+    or (did ~= '' and f[4] ~= did) then return false end
+  if code == '0' then
+    local due = redis.call('ZSCORE', pending, k)
+    if not due then return false end
+    if (want == 'due') ~= (tonumber(due) <= now) then return false end
+  end
+  return true
+end
+local pos, skip = 0, false
+if desc then
+  pos = redis.call('ZCOUNT', index, ARGV[5], '+inf')
+else
+  pos = redis.call('ZCOUNT', index, '-inf', '(' .. ARGV[4])
+end
+if after >= 0 then
+  local rank
+  local score = redis.call('ZSCORE', index, akey)
+  if score and tonumber(score) == after then
+    if desc then rank = redis.call('ZREVRANK', index, akey) + 1
+    else rank = redis.call('ZRANK', index, akey) + 1 end
+  else
+    if desc then rank = redis.call('ZCOUNT', index, '(' .. ARGV[6], '+inf')
+    else rank = redis.call('ZCOUNT', index, '-inf', '(' .. ARGV[6]) end
+    skip = true
+  end
+  if rank > pos then pos = rank end
+end
+local out, examined, last = {}, 0, {}
+while examined < budget do
+  local n = math.min(200, budget - examined)
+  local chunk
+  if desc then chunk = redis.call('ZREVRANGE', index, pos, pos + n - 1, 'WITHSCORES')
+  else chunk = redis.call('ZRANGE', index, pos, pos + n - 1, 'WITHSCORES') end
+  if #chunk == 0 then return {out, {}} end
+  for i = 1, #chunk, 2 do
+    local k, raw = chunk[i], chunk[i + 1]
+    local score = tonumber(raw)
+    if (desc and score < from) or (not desc and score >= upto) then return {out, {}} end
+    examined, pos, last = examined + 1, pos + 1, {raw, k}
+    if not skip or score ~= after or (desc and bytes_after(akey, k))
+      or (not desc and bytes_after(k, akey)) then
+      local h = P .. 'e:' .. k
+      if matches(k, redis.call('HMGET', h, 'state', 'scheme', 'event_type', 'delivery_id')) then
+        table.insert(out, {fields(k, h, 'no-body'), extra(k, h)})
+        if #out >= limit then return {out, last} end
+      end
+    end
+  end
+end
+return {out, last}
+";
+
+/// ARGV: key. `{}` when the event is not stored, else `{fields, extra}`.
+const DELIVERY_GET: &str = r"
+local h = KEYS[5]
+if redis.call('EXISTS', h) == 0 then return {} end
+return {fields(ARGV[2], h, 'body'), extra(ARGV[2], h)}
+";
+
+/// The most receipt-index entries one [`Inbox::deliveries`](crate::inbox::Inbox::deliveries)
+/// call examines (matched or not), per partition: it returns a cursor after
+/// that many, so that a state or filter matching few of many events never
+/// holds the server for long (a page may then be short, even empty).
+pub const DELIVERY_SCAN_BUDGET: u32 = 500;
+
+/// The scripts, loaded once per inbox (and again by a server that lost them).
+pub(super) struct Scripts {
+    pub(super) accept: Script,
+    pub(super) lease: Script,
+    pub(super) extend: Script,
+    pub(super) complete: Script,
+    pub(super) complete_many: Script,
+    pub(super) retry: Script,
+    pub(super) release: Script,
+    pub(super) dead_letter: Script,
+    pub(super) replay: Script,
+    pub(super) discard: Script,
+    pub(super) purge: Script,
+    pub(super) stats: Script,
+    pub(super) activity: Script,
+    pub(super) get: Script,
+    pub(super) list: Script,
+    pub(super) deliveries: Script,
+    pub(super) delivery_get: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        let s = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
+        Self {
+            accept: s(ACCEPT),
+            lease: s(LEASE),
+            extend: s(EXTEND),
+            complete: s(COMPLETE),
+            complete_many: s(COMPLETE_MANY),
+            retry: s(RETRY),
+            release: s(RELEASE),
+            dead_letter: s(DEAD_LETTER),
+            replay: s(REPLAY),
+            discard: s(DISCARD),
+            purge: s(PURGE),
+            stats: s(STATS),
+            activity: s(ACTIVITY),
+            get: s(GET),
+            list: Script::new(&format!("{PRELUDE}{BYTE_ORDER}{LIST}")),
+            deliveries: Script::new(&format!(
+                "{PRELUDE}{BYTE_ORDER}{DELIVERY_PRELUDE}{DELIVERIES}"
+            )),
+            delivery_get: Script::new(&format!("{PRELUDE}{DELIVERY_PRELUDE}{DELIVERY_GET}")),
+        }
+    }
+}
