@@ -372,18 +372,22 @@ impl Shared {
     ) -> Result<Option<lapin::message::Delivery>, InboxError> {
         let link = self.link().await?;
         let mut slot = self.leasing.lock().await;
-        if slot
+        let current = slot
             .as_ref()
-            .is_none_or(|l| l.generation != link.generation || !l.channel.status().connected())
-        {
-            // Its channel closed: the broker handed its deliveries back.
-            let channel = self.timed(link._connection.create_channel()).await?;
-            *slot = Some(Leasing {
-                channel,
-                generation: link.generation,
-            });
-        }
-        let channel = slot.as_ref().expect("set above").channel.clone();
+            .filter(|l| l.generation == link.generation && l.channel.status().connected())
+            .map(|l| l.channel.clone());
+        let channel = match current {
+            Some(channel) => channel,
+            None => {
+                // Its channel closed: the broker handed its deliveries back.
+                let channel = self.timed(link._connection.create_channel()).await?;
+                *slot = Some(Leasing {
+                    channel: channel.clone(),
+                    generation: link.generation,
+                });
+                channel
+            }
+        };
         drop(slot);
         match self
             .timed(channel.basic_get(self.name.as_str().into(), BasicGetOptions { no_ack: false }))
