@@ -37,8 +37,9 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use webhooks_core::inbox::{
-    Accepted, Backoff, ClaimToken, DeadLetterFilter, DeliveryFilter, DeliveryOrder, DeliveryPage,
-    DeliveryState, Inbox, InboxError, Job, NewEvent, Shutdown, Transition, Worker,
+    ATTEMPTS_KEPT, Accepted, Attempt, AttemptOutcome, Backoff, ClaimToken, DeadLetterFilter,
+    DeliveryFilter, DeliveryOrder, DeliveryPage, DeliveryState, Inbox, InboxError, Job, NewEvent,
+    Shutdown, Transition, Worker,
 };
 use webhooks_core::scheme::StandardWebhooks;
 use webhooks_core::{Receiver, Rejection};
@@ -1081,6 +1082,140 @@ async fn poison_dead_letter_and_replay(target: Target) {
     );
     assert_eq!(inbox.replay(&key(7)).await.unwrap(), Transition::Stale);
     assert_eq!(inbox.discard(&key(7)).await.unwrap(), Transition::Stale);
+    target.cleanup().await;
+}
+
+/// Attempt history (issue 34, item 1): every attempt a worker runs is
+/// kept with its number, times, outcome, error and worker name; a replay
+/// restarts the numbering after the kept history; the newest
+/// `ATTEMPTS_KEPT` are kept; discard and purge delete the history with the
+/// event.
+async fn attempt_history(target: Target) {
+    let inbox = target.open().await;
+    assert!(inbox.keeps_attempts());
+    for n in [21, 22, 23] {
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let before = SystemTime::now();
+    // Event 21: fails twice, then succeeds. Event 22: panics, then times
+    // out, and is dead-lettered. Event 23: dead-lettered after one failure.
+    let worker = Worker::builder(Arc::clone(&inbox))
+        .name("suite-worker-1")
+        .max_attempts(3)
+        .timeout(Duration::from_millis(300))
+        .poll_interval(Duration::from_millis(10))
+        .backoff(Backoff {
+            base: Duration::from_millis(5),
+            max: Duration::from_millis(20),
+        })
+        .handler(|job: Job<Event>| async move {
+            match (job.event.n, job.attempt) {
+                (21, 1 | 2) => Err(format!("boom on attempt {}", job.attempt)),
+                (22, 1) => panic!("handler bug"),
+                (22, _) => {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    Ok(())
+                }
+                (23, _) => Err("upstream said 502".to_owned()),
+                _ => Ok(()),
+            }
+        });
+    let shutdown = Shutdown::new();
+    let running = tokio::spawn(worker.run(shutdown.signal()));
+    wait_for(|| async {
+        let stats = inbox.stats().await.unwrap();
+        stats.completed == 1 && stats.dead == 2
+    })
+    .await;
+    // The last outcome is recorded after its transition: wait for it.
+    wait_for(|| async { inbox.attempts(&key(22)).await.unwrap().len() == 3 }).await;
+    shutdown.trigger();
+    running.await.unwrap();
+
+    let history = inbox.attempts(&key(21)).await.unwrap();
+    let seen: Vec<(u32, AttemptOutcome)> = history.iter().map(|a| (a.number, a.outcome)).collect();
+    assert_eq!(
+        seen,
+        [
+            (1, AttemptOutcome::Failed),
+            (2, AttemptOutcome::Failed),
+            (3, AttemptOutcome::Succeeded)
+        ]
+    );
+    assert_eq!(history[0].error.as_deref(), Some("boom on attempt 1"));
+    assert_eq!(history[1].error.as_deref(), Some("boom on attempt 2"));
+    assert_eq!(history[2].error, None);
+    for attempt in &history {
+        assert_eq!(attempt.worker, "suite-worker-1");
+        assert!(attempt.started_at >= before - Duration::from_secs(1));
+        assert!(attempt.ended_at >= attempt.started_at);
+    }
+    assert!(history[0].ended_at <= history[1].started_at);
+
+    let dead = inbox.attempts(&key(22)).await.unwrap();
+    let seen: Vec<AttemptOutcome> = dead.iter().map(|a| a.outcome).collect();
+    assert_eq!(
+        seen,
+        [
+            AttemptOutcome::Panicked,
+            AttemptOutcome::TimedOut,
+            AttemptOutcome::TimedOut
+        ]
+    );
+    assert_eq!(dead[0].error.as_deref(), Some("handler panicked"));
+    assert!(dead[2].error.as_deref().unwrap_or("").contains("timed out"));
+    assert!(
+        dead[1].duration() >= Duration::from_millis(250),
+        "{:?}",
+        dead[1].duration()
+    );
+
+    // A replay restarts the numbering; the history stays.
+    assert_eq!(inbox.replay(&key(22)).await.unwrap(), Transition::Applied);
+    let again = Worker::builder(Arc::clone(&inbox))
+        .name("suite-worker-2")
+        .poll_interval(Duration::from_millis(10))
+        .handler(|_job: Job<Event>| async move { Ok::<(), String>(()) });
+    let shutdown = Shutdown::new();
+    let running = tokio::spawn(again.run(shutdown.signal()));
+    wait_for(|| async { inbox.attempts(&key(22)).await.unwrap().len() == 4 }).await;
+    shutdown.trigger();
+    running.await.unwrap();
+    let replayed = inbox.attempts(&key(22)).await.unwrap();
+    assert_eq!(replayed[3].number, 1);
+    assert_eq!(replayed[3].outcome, AttemptOutcome::Succeeded);
+    assert_eq!(replayed[3].worker, "suite-worker-2");
+
+    // The newest ATTEMPTS_KEPT are kept.
+    let now = SystemTime::now();
+    let many: Vec<Attempt> = (1..=30u32)
+        .map(|n| {
+            let at = now + Duration::from_millis(u64::from(n));
+            Attempt::new(n, at, at, AttemptOutcome::LeaseLost).with_error(format!("lost {n}"))
+        })
+        .collect();
+    let k23 = key(23);
+    for chunk in many.chunks(7) {
+        let entries: Vec<(&str, Attempt)> =
+            chunk.iter().map(|a| (k23.as_str(), a.clone())).collect();
+        inbox.record_attempts(&entries).await.unwrap();
+    }
+    let kept = inbox.attempts(&key(23)).await.unwrap();
+    assert_eq!(kept.len(), ATTEMPTS_KEPT);
+    assert_eq!(kept[ATTEMPTS_KEPT - 1].number, 30);
+    assert_eq!(kept[ATTEMPTS_KEPT - 1].error.as_deref(), Some("lost 30"));
+    assert_eq!(kept[0].number, 6);
+
+    // Discard and purge take the history with the event.
+    assert_eq!(inbox.discard(&key(23)).await.unwrap(), Transition::Applied);
+    assert!(inbox.attempts(&key(23)).await.unwrap().is_empty());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(inbox.purge_completed(Duration::ZERO).await.unwrap() >= 2);
+    assert!(inbox.attempts(&key(21)).await.unwrap().is_empty());
+    assert!(inbox.attempts(&key(22)).await.unwrap().is_empty());
     target.cleanup().await;
 }
 
@@ -2807,6 +2942,7 @@ macro_rules! suite {
                 lease_expiry_takeover,
                 expiry_on_last_attempt_dead_letters,
                 poison_dead_letter_and_replay,
+                attempt_history,
                 dead_letter_admin,
                 accept_then_crash,
                 store_down_at_accept,
@@ -2848,7 +2984,9 @@ suite! {
 // handed-back or retried message stays in the consumer's ack-pending count,
 // so `stats()` reports it in flight until redelivered, not pending);
 // `activity_counts_each_transition_once` (a hand-back counts a delivery, so
-// the released event is dead-lettered as expired under `max_attempts = 1`).
+// the released event is dead-lettered as expired under `max_attempts = 1`);
+// `attempt_history` (the broker inboxes keep no attempt history:
+// `keeps_attempts()` is false, and `Inbox::attempts` answers empty).
 backend_tests!(nats, "nats":
     two_processes_no_faults,
     crashing_processes,
@@ -2879,7 +3017,8 @@ backend_tests!(nats, "nats":
 // (no per-minute counts: the broker's own metrics); `crashing_processes`
 // (its `drained` check reads `stats()`, and AMQP tells a queue's ready
 // count only: other processes' leases and the delay queues are not seen,
-// so it ends early; `rabbitmq_inbox.rs` cuts a consumer off instead).
+// so it ends early; `rabbitmq_inbox.rs` cuts a consumer off instead);
+// `attempt_history` (no attempt history on the brokers, as on JetStream).
 #[cfg(feature = "redis")]
 backend_tests!(rabbitmq, "rabbitmq":
     two_processes_no_faults,

@@ -121,6 +121,7 @@ pub use crate::dedup::{ClaimToken, Transition};
 pub(crate) mod accept;
 pub mod activity;
 pub mod admin;
+pub mod attempts;
 mod purge;
 pub mod signals;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
@@ -155,6 +156,7 @@ pub use self::redis::{
 #[cfg(feature = "redis-cluster")]
 pub use self::redis_cluster::{RedisClusterInbox, RedisClusterInboxBuilder};
 pub use activity::{ACTIVITY_MINUTES, ACTIVITY_RETENTION, Activity, ActivityMinute};
+pub use attempts::{ATTEMPTS_KEPT, Attempt, AttemptOutcome, MAX_ATTEMPT_ERROR_LEN};
 pub(crate) use encoding::to_ms;
 #[cfg(any(
     feature = "postgres",
@@ -683,6 +685,41 @@ pub trait Inbox: Send + Sync + 'static {
     /// [`InboxError`] when the store cannot answer (on SQL, also when
     /// `migrate()` did not create the activity table).
     async fn activity(&self, minutes: u32) -> Result<Activity, InboxError>;
+
+    /// Appends each `(key, attempt)` to its event's attempt history (see
+    /// [the `attempts` module](crate::inbox::attempts)), keeping the newest
+    /// [`ATTEMPTS_KEPT`] per event; the [`Worker`] calls it once per
+    /// settled attempt, the completions of a flush in one call. An attempt
+    /// for an event no longer stored is dropped, now or at the next purge.
+    ///
+    /// The default keeps nothing ([`keeps_attempts`](Self::keeps_attempts)
+    /// is `false`): the broker-backed inboxes. Every database inbox of this
+    /// crate keeps them, in one statement (one script on Redis).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer (the entries are lost;
+    /// the events are not affected).
+    async fn record_attempts(&self, attempts: &[(&str, Attempt)]) -> Result<(), InboxError> {
+        let _ = attempts;
+        Ok(())
+    }
+
+    /// The event's attempt history, oldest first, at most [`ATTEMPTS_KEPT`];
+    /// empty if it has none, is not stored, or the inbox keeps none.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn attempts(&self, key: &str) -> Result<Vec<Attempt>, InboxError> {
+        let _ = key;
+        Ok(Vec::new())
+    }
+
+    /// Whether [`record_attempts`](Self::record_attempts) keeps anything.
+    fn keeps_attempts(&self) -> bool {
+        false
+    }
 }
 
 /// A SQL inbox whose completion can be recorded in a caller's transaction:

@@ -177,7 +177,8 @@ impl MySqlInbox {
             DIALECT.now
         );
         within(self.command_timeout.max(Duration::from_secs(10)), async {
-            for statement in [&create, &control, &seed] {
+            let attempts = super::sql::attempts::create_mysql(&self.sql);
+            for statement in [&create, &control, &seed, &attempts] {
                 sqlx::query(statement).execute(&self.pool).await?;
             }
             self.migrate_activity().await

@@ -197,6 +197,15 @@ impl PostgresInbox {
             ),
         ];
         let activity = self.activity_migration();
+        let attempts = super::sql::attempts::create(
+            &self.sql,
+            &super::sql::attempts::Types {
+                key: "TEXT",
+                int: "BIGINT",
+                short: "TEXT",
+                text: "TEXT",
+            },
+        );
         let lock_key = format!("webhooks-core inbox migrate {table}");
         within(self.command_timeout.max(Duration::from_secs(10)), async {
             let mut tx = self.pool.begin().await?;
@@ -204,7 +213,7 @@ impl PostgresInbox {
                 .bind(&lock_key)
                 .execute(&mut *tx)
                 .await?;
-            for statement in statements.iter().chain(&activity) {
+            for statement in statements.iter().chain(&activity).chain(&attempts) {
                 sqlx::query(statement).execute(&mut *tx).await?;
             }
             tx.commit().await

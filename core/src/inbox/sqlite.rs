@@ -208,8 +208,17 @@ impl SqliteInbox {
             ),
         ];
         let activity = self.activity_migration();
+        let attempts = super::sql::attempts::create(
+            &self.sql,
+            &super::sql::attempts::Types {
+                key: "TEXT",
+                int: "INTEGER",
+                short: "TEXT",
+                text: "TEXT",
+            },
+        );
         within(self.command_timeout.max(Duration::from_secs(10)), async {
-            for statement in statements.iter().chain(&activity) {
+            for statement in statements.iter().chain(&activity).chain(&attempts) {
                 sqlx::query(statement).execute(&self.pool).await?;
             }
             Ok(())

@@ -60,9 +60,9 @@ pub(in crate::inbox) fn partition_of(key: &str, partitions: usize) -> usize {
 /// as they always were) and the cluster inbox (several, hash-tagged) share.
 pub(in crate::inbox) struct Engine<C> {
     connection: C,
-    partitions: Arc<[Partition]>,
+    pub(super) partitions: Arc<[Partition]>,
     command_timeout: Duration,
-    scripts: Arc<Scripts>,
+    pub(super) scripts: Arc<Scripts>,
     /// Where the next lease starts visiting partitions (round robin).
     next: Arc<AtomicUsize>,
 }
@@ -139,7 +139,7 @@ where
 
     /// `script` on partition `part`; with `event`, that event's hash is
     /// declared as `KEYS[5]`.
-    async fn run<T: redis::FromRedisValue>(
+    pub(super) async fn run<T: redis::FromRedisValue>(
         &self,
         part: usize,
         event: Option<&str>,
@@ -172,7 +172,7 @@ where
 
     /// `script` on the event `key`, in its partition; `ARGV[2]` is the key,
     /// then `rest`.
-    async fn on_event<T: redis::FromRedisValue>(
+    pub(super) async fn on_event<T: redis::FromRedisValue>(
         &self,
         key: &str,
         script: &Script,

@@ -2,6 +2,7 @@
 //! operation one Lua script.
 
 mod engine;
+mod history;
 mod replies;
 mod scripts;
 
@@ -155,6 +156,24 @@ macro_rules! inbox_over_engine {
                 key: &str,
             ) -> Result<Option<$crate::inbox::Delivery>, $crate::inbox::InboxError> {
                 self.engine.delivery_get(key).await
+            }
+
+            async fn record_attempts(
+                &self,
+                attempts: &[(&str, $crate::inbox::Attempt)],
+            ) -> Result<(), $crate::inbox::InboxError> {
+                self.engine.record_attempts(attempts).await
+            }
+
+            async fn attempts(
+                &self,
+                key: &str,
+            ) -> Result<Vec<$crate::inbox::Attempt>, $crate::inbox::InboxError> {
+                self.engine.attempts(key).await
+            }
+
+            fn keeps_attempts(&self) -> bool {
+                true
             }
 
             async fn activity(

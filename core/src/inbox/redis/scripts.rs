@@ -184,6 +184,7 @@ const DISCARD: &str = r"
 local h = KEYS[5]
 if redis.call('HGET', h, 'state') ~= '3' then return 0 end
 redis.call('DEL', h)
+redis.call('DEL', P .. 'a:' .. ARGV[2])
 redis.call('ZREM', dead, ARGV[2])
 redis.call('ZREM', P .. 'received', ARGV[2])
 return 1
@@ -194,10 +195,35 @@ const PURGE: &str = r"
 local ks = redis.call('ZRANGEBYSCORE', done, '-inf', now - tonumber(ARGV[2]), 'LIMIT', 0, tonumber(ARGV[3]))
 for _, k in ipairs(ks) do
   redis.call('DEL', P .. 'e:' .. k)
+  redis.call('DEL', P .. 'a:' .. k)
   redis.call('ZREM', done, k)
   redis.call('ZREM', P .. 'received', k)
 end
 return #ks
+";
+
+/// ARGV: the number to keep, then (key, entry) pairs. Appends each entry to its event's
+/// attempt list (`P .. 'a:' .. key`) if the event is stored, keeping the
+/// newest `ARGV[2]`; returns how many were kept (an attempt of an event
+/// no longer stored is dropped).
+const RECORD_ATTEMPTS: &str = r"
+local keep = tonumber(ARGV[2])
+local n = 0
+for i = 3, #ARGV, 2 do
+  local k = ARGV[i]
+  if redis.call('EXISTS', P .. 'e:' .. k) == 1 then
+    local l = P .. 'a:' .. k
+    redis.call('RPUSH', l, ARGV[i + 1])
+    redis.call('LTRIM', l, -keep, -1)
+    n = n + 1
+  end
+end
+return n
+";
+
+/// ARGV: key. The event's attempt entries, oldest first.
+const ATTEMPTS: &str = r"
+return redis.call('LRANGE', P .. 'a:' .. ARGV[2], 0, -1)
 ";
 
 /// ARGV: the number of minutes. The current minute, then each minute's
@@ -419,6 +445,8 @@ pub(super) struct Scripts {
     pub(super) list: Script,
     pub(super) deliveries: Script,
     pub(super) delivery_get: Script,
+    pub(super) record_attempts: Script,
+    pub(super) attempts: Script,
 }
 
 impl Scripts {
@@ -444,6 +472,8 @@ impl Scripts {
                 "{PRELUDE}{BYTE_ORDER}{DELIVERY_PRELUDE}{DELIVERIES}"
             )),
             delivery_get: Script::new(&format!("{PRELUDE}{DELIVERY_PRELUDE}{DELIVERY_GET}")),
+            record_attempts: s(RECORD_ATTEMPTS),
+            attempts: s(ATTEMPTS),
         }
     }
 }

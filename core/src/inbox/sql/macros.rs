@@ -234,7 +234,21 @@ macro_rules! sql_inbox {
                 }
 
                 async fn discard(&self, key: &str) -> Result<Transition, InboxError> {
-                    self.transition(&self.sql.discard, None, &[key]).await
+                    let done = self.transition(&self.sql.discard, None, &[key]).await?;
+                    if done == Transition::Applied {
+                        // Its attempt history: best effort (a purge deletes
+                        // what is left).
+                        let delete = $crate::inbox::sql::attempts::delete(&self.sql, self.sql.param);
+                        if let Err(error) = within(
+                            self.command_timeout,
+                            sqlx::query(&delete).bind(key).execute(&self.pool),
+                        )
+                        .await
+                        {
+                            tracing::debug!(%error, "could not delete a discarded event's attempts");
+                        }
+                    }
+                    Ok(done)
                 }
 
                 async fn purge_completed(&self, older_than: Duration) -> Result<u64, InboxError> {
@@ -256,7 +270,84 @@ macro_rules! sql_inbox {
                     {
                         tracing::debug!(%error, "could not prune the inbox's activity counters");
                     }
+                    // The attempts of the events no longer stored: best effort.
+                    let attempts = $crate::inbox::sql::attempts::purge(
+                        &self.sql,
+                        self.sql.now,
+                        self.sql.param,
+                    );
+                    if let Err(error) = within(
+                        self.command_timeout,
+                        sqlx::query(&attempts)
+                            .bind(millis(older_than))
+                            .execute(&self.pool),
+                    )
+                    .await
+                    {
+                        tracing::debug!(%error, "could not purge the inbox's attempt history");
+                    }
                     Ok(done.rows_affected())
+                }
+
+                async fn record_attempts(
+                    &self,
+                    attempts: &[(&str, $crate::inbox::Attempt)],
+                ) -> Result<(), InboxError> {
+                    use $crate::inbox::sql::attempts as history;
+                    if attempts.is_empty() {
+                        return Ok(());
+                    }
+                    let param = self.sql.param;
+                    let trims: Vec<&str> = attempts
+                        .iter()
+                        .filter(|(_, attempt)| history::needs_trim(attempt))
+                        .map(|(key, _)| *key)
+                        .collect();
+                    let run = async {
+                        let mut tx = self.pool.begin().await?;
+                        for chunk in attempts.chunks(history::INSERT_CHUNK) {
+                            let statement = history::insert(&self.sql, param, chunk.len());
+                            let mut query = sqlx::query(&statement);
+                            for (key, attempt) in chunk {
+                                query = query
+                                    .bind(*key)
+                                    .bind(i64::from(attempt.number))
+                                    .bind(history::ms(attempt.started_at))
+                                    .bind(history::ms(attempt.ended_at))
+                                    .bind(attempt.outcome.as_str())
+                                    .bind(attempt.error.as_deref())
+                                    .bind(attempt.worker.as_str());
+                            }
+                            query.execute(&mut *tx).await?;
+                        }
+                        if !trims.is_empty() {
+                            let trim = history::trim(&self.sql, param);
+                            for key in &trims {
+                                sqlx::query(&trim).bind(*key).bind(*key).execute(&mut *tx).await?;
+                            }
+                        }
+                        tx.commit().await
+                    };
+                    within(self.command_timeout, run).await?;
+                    Ok(())
+                }
+
+                async fn attempts(
+                    &self,
+                    key: &str,
+                ) -> Result<Vec<$crate::inbox::Attempt>, InboxError> {
+                    use $crate::inbox::sql::attempts as history;
+                    let select = history::select(&self.sql, self.sql.param);
+                    let rows: Vec<history::AttemptRow> = within(
+                        self.command_timeout,
+                        sqlx::query_as(&select).bind(key).fetch_all(&self.pool),
+                    )
+                    .await?;
+                    Ok(history::attempts(rows))
+                }
+
+                fn keeps_attempts(&self) -> bool {
+                    true
                 }
 
                 async fn stats(&self) -> Result<InboxStats, InboxError> {

@@ -196,6 +196,13 @@ macro_rules! schema_check {
                     let activity = $crate::inbox::sql::activity_table(&self.sql);
                     missing.push(gap("the activity table", &activity, found));
                 }
+                if let Err((found, _)) = self
+                    .probe(&$crate::inbox::sql::attempts::probe(&self.sql))
+                    .await?
+                {
+                    let attempts = $crate::inbox::sql::attempts::table(&self.sql);
+                    missing.push(gap("the attempt history table", &attempts, found));
+                }
                 Ok(Some(missing))
             }
 

@@ -52,9 +52,9 @@ pub(crate) struct Dialect {
 pub(crate) struct InboxStatements {
     pub(crate) table: String,
     pub(crate) quoted: String,
-    param: fn(usize) -> String,
+    pub(crate) param: fn(usize) -> String,
     /// The dialect's clock expression.
-    now: &'static str,
+    pub(crate) now: &'static str,
     /// Bound: key, scheme, delivery id, event type, matched key, headers, body, signed at.
     pub(crate) accept: String,
     /// Dead-letters the leases expired on their last attempt, skipping rows

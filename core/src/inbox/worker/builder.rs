@@ -115,6 +115,25 @@ impl<T: JobEvent, Store> WorkerBuilder<T, Store> {
         self
     }
 
+    /// The name this worker's attempts are recorded under in the inbox's
+    /// [attempt history](crate::inbox::attempts) (default: the host's name
+    /// and the process id, `web-1:4242`), cut to
+    /// [`MAX_WORKER_NAME_LEN`](crate::inbox::attempts::MAX_WORKER_NAME_LEN) bytes.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        let name =
+            crate::inbox::attempts::cut(name.into(), crate::inbox::attempts::MAX_WORKER_NAME_LEN);
+        self.config.name = std::sync::Arc::from(name);
+        self
+    }
+
+    /// Whether to record each attempt in the inbox's
+    /// [attempt history](crate::inbox::attempts) (default `true`; one more
+    /// round trip per completion flush and per failure).
+    pub fn attempt_history(mut self, record: bool) -> Self {
+        self.config.history = record;
+        self
+    }
+
     /// The worker, running `handler`, an async function of the [`Job`]
     /// whose error's `Display` is kept as the attempt's error.
     ///

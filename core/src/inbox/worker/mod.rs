@@ -50,6 +50,10 @@ struct Config {
     timeout: Duration,
     backoff: Backoff,
     poll_interval: Duration,
+    /// The name attempts are recorded under.
+    name: Arc<str>,
+    /// Whether attempts are recorded ([`Inbox::record_attempts`]).
+    history: bool,
 }
 
 struct Shared<T> {
@@ -128,6 +132,15 @@ enum Settle {
     HandBack,
 }
 
+/// A finished attempt, for the history: its number, start and how the
+/// handler ended (`None`: it succeeded or was completed unrun).
+#[derive(Clone, Copy)]
+struct Tried {
+    number: u32,
+    started_at: std::time::SystemTime,
+    failure: Option<crate::inbox::AttemptOutcome>,
+}
+
 impl<T: JobEvent> Worker<T> {
     /// A builder for a worker on `inbox`.
     pub fn builder(inbox: Arc<dyn Inbox>) -> WorkerBuilder<T> {
@@ -163,6 +176,8 @@ impl<T: JobEvent> Worker<T> {
             timeout: Duration::from_secs(30),
             backoff: Backoff::default(),
             poll_interval: Duration::from_millis(500),
+            name: Arc::from(crate::inbox::attempts::default_worker_name()),
+            history: true,
         }
     }
 

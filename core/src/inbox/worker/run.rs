@@ -11,8 +11,8 @@ use futures_util::future::Either;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
-use super::{Job, JobEvent, Ran, Settle, Shared, ShutdownSignal, WorkerReport};
-use crate::inbox::{ClaimToken, InboxError, LeasedEvent, Transition};
+use super::{Job, JobEvent, Ran, Settle, Shared, ShutdownSignal, Tried, WorkerReport};
+use crate::inbox::{Attempt, AttemptOutcome, ClaimToken, InboxError, LeasedEvent, Transition};
 
 /// A completion waiting for the flusher.
 pub(super) struct Completion {
@@ -25,6 +25,8 @@ pub(super) struct Completion {
     held: Arc<Mutex<Vec<String>>>,
     /// Dropped once recorded (or given up).
     recorded: oneshot::Sender<()>,
+    /// The attempt, for the history.
+    tried: Tried,
 }
 
 pub(super) async fn run_loop<T: JobEvent>(
@@ -77,15 +79,25 @@ pub(super) async fn flush_loop<T>(
     let mut report = WorkerReport::default();
     let mut done = Vec::new();
     while flushing.recv_many(&mut done, 1024).await > 0 {
-        complete_all(&shared, &done, &mut report).await;
-        for completion in done.drain(..) {
+        let transitions = complete_all(&shared, &done, &mut report).await;
+        let mut history = Vec::new();
+        for (i, completion) in done.drain(..).enumerate() {
             completion
                 .held
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .retain(|k| *k != completion.key);
             drop(completion.recorded);
+            if let Some(transition) = transitions.as_ref().and_then(|t| t.get(i)) {
+                let outcome = match transition {
+                    Transition::Stale => AttemptOutcome::LeaseLost,
+                    Transition::Applied if completion.unknown_type => AttemptOutcome::UnknownType,
+                    Transition::Applied => AttemptOutcome::Succeeded,
+                };
+                history.push((completion.key, completion.tried, outcome, None));
+            }
         }
+        record(&shared, history).await;
     }
     report
 }
@@ -123,12 +135,13 @@ async fn run_batch<T: JobEvent>(
         let mut flushing = Vec::new();
         for event in events {
             let key = event.meta.key.clone();
-            let settle = if signal.is_triggered() {
-                Settle::HandBack
+            let (settle, tried) = if signal.is_triggered() {
+                (Settle::HandBack, None)
             } else {
-                run_one(shared, event).await
+                let (settle, tried) = run_one(shared, event).await;
+                (settle, Some(tried))
             };
-            if matches!(settle, Settle::Complete | Settle::CompleteUnknown) {
+            if let (Settle::Complete | Settle::CompleteUnknown, Some(tried)) = (&settle, tried) {
                 let (recorded, done) = oneshot::channel();
                 let completion = Completion {
                     key: key.clone(),
@@ -136,14 +149,19 @@ async fn run_batch<T: JobEvent>(
                     unknown_type: matches!(settle, Settle::CompleteUnknown),
                     held: Arc::clone(&held),
                     recorded,
+                    tried,
                 };
                 if completions.send(completion).is_ok() {
                     flushing.push(done);
                     continue;
                 }
             }
-            settle_one(shared, &key, token, settle, &mut report).await;
+            let settled = settle_one(shared, &key, token, &settle, &mut report).await;
             release(&key);
+            if let Some(tried) = tried {
+                let (outcome, error) = attempt_outcome(&settle, tried, settled);
+                record(shared, vec![(key, tried, outcome, error)]).await;
+            }
         }
         for done in flushing {
             // `Err`: the flusher is gone; the lease will expire.
@@ -176,9 +194,14 @@ async fn run_batch<T: JobEvent>(
 }
 
 /// Runs the handler for one event: decode, timeout, panic catching.
-async fn run_one<T: JobEvent>(shared: &Shared<T>, event: LeasedEvent) -> Settle {
+async fn run_one<T: JobEvent>(shared: &Shared<T>, event: LeasedEvent) -> (Settle, Tried) {
     let config = &shared.config;
     let attempt = event.attempt;
+    let mut tried = Tried {
+        number: attempt,
+        started_at: std::time::SystemTime::now(),
+        failure: None,
+    };
     let span = tracing::info_span!(
         "inbox_job",
         key = %event.meta.key,
@@ -187,8 +210,12 @@ async fn run_one<T: JobEvent>(shared: &Shared<T>, event: LeasedEvent) -> Settle 
     );
     let token = event.token;
     let outcome = async {
-        let typed = T::decode(event.meta.event_type.as_deref(), &event.body)
-            .map_err(|e| format!("the body does not fit the handler's type: {e}"))?;
+        let typed = T::decode(event.meta.event_type.as_deref(), &event.body).map_err(|e| {
+            (
+                AttemptOutcome::Failed,
+                format!("the body does not fit the handler's type: {e}"),
+            )
+        })?;
         if let Some(event_type) = typed.unknown_type() {
             tracing::info!(
                 event_type,
@@ -209,29 +236,90 @@ async fn run_one<T: JobEvent>(shared: &Shared<T>, event: LeasedEvent) -> Settle 
         let ran = tokio::time::timeout(config.timeout, run).await;
         crate::inbox::signals::handler_ran(started);
         match ran {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err("handler panicked".to_owned()),
-            Err(_) => Err(format!(
-                "handler timed out after {} ms",
-                config.timeout.as_millis()
+            Ok(Ok(result)) => result.map_err(|e| (AttemptOutcome::Failed, e)),
+            Ok(Err(_)) => Err((AttemptOutcome::Panicked, "handler panicked".to_owned())),
+            Err(_) => Err((
+                AttemptOutcome::TimedOut,
+                format!("handler timed out after {} ms", config.timeout.as_millis()),
             )),
         }
     }
     .instrument(span.clone())
     .await;
     let _enter = span.enter();
-    match outcome {
+    let settle = match outcome {
         Ok(Ran::Succeeded) => Settle::Complete,
         Ok(Ran::UnknownType) => Settle::CompleteUnknown,
         Ok(Ran::Recorded(transition)) => Settle::Recorded(transition),
-        Err(error) if attempt >= config.max_attempts => {
-            tracing::warn!(error = %error, "inbox event failed its last attempt; dead-lettering");
-            Settle::DeadLetter(error)
+        Err((kind, error)) => {
+            tried.failure = Some(kind);
+            if attempt >= config.max_attempts {
+                tracing::warn!(error = %error, "inbox event failed its last attempt; dead-lettering");
+                Settle::DeadLetter(error)
+            } else {
+                tracing::info!(error = %error, "inbox event failed; retrying");
+                Settle::Retry(config.backoff.delay(attempt), error)
+            }
         }
-        Err(error) => {
-            tracing::info!(error = %error, "inbox event failed; retrying");
-            Settle::Retry(config.backoff.delay(attempt), error)
-        }
+    };
+    (settle, tried)
+}
+
+/// What the history records of a settled attempt: the handler's outcome,
+/// or [`AttemptOutcome::LeaseLost`] when the settlement was refused (the
+/// lease had been taken over).
+fn attempt_outcome(
+    settle: &Settle,
+    tried: Tried,
+    settled: Option<Transition>,
+) -> (AttemptOutcome, Option<String>) {
+    let error = match settle {
+        Settle::Retry(_, error) | Settle::DeadLetter(error) => Some(error.clone()),
+        _ => None,
+    };
+    let refused = matches!(settled, Some(Transition::Stale))
+        || matches!(settle, Settle::Recorded(Transition::Stale));
+    if refused {
+        let why = "outcome refused: the lease had run out and another attempt took the event over";
+        let error = match error {
+            Some(error) => format!("{why} (the handler's outcome: {error})"),
+            None => format!("{why} (the handler succeeded)"),
+        };
+        return (AttemptOutcome::LeaseLost, Some(error));
+    }
+    match settle {
+        Settle::CompleteUnknown => (AttemptOutcome::UnknownType, None),
+        _ => (tried.failure.unwrap_or(AttemptOutcome::Succeeded), error),
+    }
+}
+
+/// Appends finished attempts to the inbox's history in one call; a store
+/// error loses the entries (a diagnostic), never the events.
+async fn record<T>(
+    shared: &Shared<T>,
+    history: Vec<(String, Tried, AttemptOutcome, Option<String>)>,
+) {
+    if !shared.config.history || history.is_empty() || !shared.inbox.keeps_attempts() {
+        return;
+    }
+    let ended = std::time::SystemTime::now();
+    let attempts: Vec<(String, Attempt)> = history
+        .into_iter()
+        .map(|(key, tried, outcome, error)| {
+            let mut attempt = Attempt::new(tried.number, tried.started_at, ended, outcome)
+                .with_worker(&*shared.config.name);
+            if let Some(error) = error {
+                attempt = attempt.with_error(error);
+            }
+            (key, attempt)
+        })
+        .collect();
+    let entries: Vec<(&str, Attempt)> = attempts
+        .iter()
+        .map(|(key, attempt)| (key.as_str(), attempt.clone()))
+        .collect();
+    if let Err(error) = shared.inbox.record_attempts(&entries).await {
+        tracing::warn!(events = entries.len(), error = %error, "recording inbox attempts failed; their history misses them");
     }
 }
 
@@ -241,7 +329,7 @@ async fn complete_all<T>(
     shared: &Shared<T>,
     completions: &[Completion],
     report: &mut WorkerReport,
-) {
+) -> Option<Vec<Transition>> {
     let done: Vec<(&str, ClaimToken)> = completions
         .iter()
         .map(|c| (c.key.as_str(), c.token))
@@ -250,7 +338,8 @@ async fn complete_all<T>(
     for _ in 0..4 {
         match shared.inbox.complete_many(&done).await {
             Ok(transitions) => {
-                for (completion, transition) in completions.iter().zip(transitions) {
+                for (completion, transition) in completions.iter().zip(transitions.iter().copied())
+                {
                     let key = &completion.key;
                     match transition {
                         Transition::Applied if completion.unknown_type => {
@@ -268,7 +357,7 @@ async fn complete_all<T>(
                         }
                     }
                 }
-                return;
+                return Some(transitions);
             }
             Err(error) => {
                 tracing::warn!(events = done.len(), error = %error, "recording inbox completions failed; retrying");
@@ -281,6 +370,7 @@ async fn complete_all<T>(
         events = done.len(),
         "could not record inbox completions; the leases will expire and the events run again"
     );
+    None
 }
 
 /// Records an outcome, retrying store errors a few times within the lease.
@@ -288,13 +378,13 @@ async fn settle_one<T>(
     shared: &Shared<T>,
     key: &str,
     token: ClaimToken,
-    settle: Settle,
+    settle: &Settle,
     report: &mut WorkerReport,
-) {
+) -> Option<Transition> {
     let inbox = &shared.inbox;
     let mut wait = Duration::from_millis(50);
     for _ in 0..4 {
-        let result: Result<Transition, InboxError> = match &settle {
+        let result: Result<Transition, InboxError> = match settle {
             Settle::Complete | Settle::CompleteUnknown => inbox.complete(key, token).await,
             Settle::Retry(delay, error) => inbox.retry(key, token, *delay, error).await,
             Settle::DeadLetter(error) => inbox.dead_letter(key, token, error).await,
@@ -330,13 +420,13 @@ async fn settle_one<T>(
                     }
                 };
                 crate::inbox::signals::attempt(outcome);
-                return;
+                return Some(Transition::Applied);
             }
             Ok(Transition::Stale) => {
                 tracing::warn!(key = %key, "inbox outcome refused: the lease was taken over");
                 crate::inbox::signals::attempt("stale");
                 report.stale += 1;
-                return;
+                return Some(Transition::Stale);
             }
             Err(error) => {
                 tracing::warn!(key = %key, error = %error, "recording an inbox outcome failed; retrying");
@@ -346,4 +436,5 @@ async fn settle_one<T>(
         }
     }
     tracing::error!(key = %key, "could not record an inbox outcome; the lease will expire and the event run again");
+    None
 }
