@@ -368,8 +368,11 @@ async fn show(
         .await
         .map_err(store_error)?
         .ok_or_else(|| Failure::usage("no delivery with that key"))?;
+    let history = inbox.attempts(key).await.map_err(store_error)?;
     if out.json {
-        out.json(&delivery_json(&delivery, Some(redaction)));
+        let mut value = delivery_json(&delivery, Some(redaction));
+        value["attempt_history"] = webhooks_core::inbox::attempts::attempts_json(&history);
+        out.json(&value);
         return Ok(());
     }
     let value = delivery_json(&delivery, None);
@@ -381,6 +384,25 @@ async fn show(
             };
             out.line(format!("{:<13}{v}", paint(DIM, k)));
         }
+    }
+    for attempt in &history {
+        let started = attempt
+            .started_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        out.line(format!(
+            "{}#{:<3} {:<12} {:>7} ms  started {started} ms  {}{}",
+            paint(DIM, "attempt      "),
+            attempt.number,
+            attempt.outcome.as_str(),
+            attempt.duration().as_millis(),
+            attempt.worker,
+            attempt
+                .error
+                .as_deref()
+                .map(|e| format!("  {e}"))
+                .unwrap_or_default()
+        ));
     }
     let event = event(redaction, &delivery);
     for header in event.headers(&delivery.meta.headers) {

@@ -885,9 +885,17 @@ impl Console {
         let event = self.event(&one.meta);
         let headers = event.headers(&one.meta.headers);
         let body = show_body.then(|| event.body(&one.body, self.inner.body_cap));
+        let history = self.inner.inbox.attempts(key).await?;
         Ok(ConsoleResponse::html(
             StatusCode::OK,
-            render::delivery(view, &one, &headers, body.as_ref(), self.inner.body_cap),
+            render::delivery(
+                view,
+                &one,
+                &history,
+                &headers,
+                body.as_ref(),
+                self.inner.body_cap,
+            ),
         ))
     }
 

@@ -8,8 +8,8 @@ use crate::redact::{ShownBody, ShownHeader};
 use maud::{DOCTYPE, Markup, html};
 
 use crate::inbox::{
-    Activity, DeadLetter, DeadLetterCursor, Delivery, DeliveryFilter, DeliveryOrder, DeliveryPage,
-    DeliveryState, InboxStats,
+    Activity, Attempt, DeadLetter, DeadLetterCursor, Delivery, DeliveryFilter, DeliveryOrder,
+    DeliveryPage, DeliveryState, InboxStats,
 };
 
 /// Who is looking, and what every page needs.
@@ -780,6 +780,7 @@ pub(super) fn deliveries(
 pub(super) fn delivery(
     view: &View<'_>,
     one: &Delivery,
+    history: &[Attempt],
     headers: &[ShownHeader],
     body: Option<&ShownBody<'_>>,
     cap: usize,
@@ -811,6 +812,8 @@ pub(super) fn delivery(
                 dt { "last change" } dd { (when(one.updated_at)) " (" (ago(one.updated_at)) ")" }
             }
         }
+        h2 { "Attempts" }
+        (timeline(history))
         h2 { "Last error" }
         pre.error { (one.last_error.as_deref().unwrap_or("—")) }
         h2 { "Headers" }
@@ -818,6 +821,37 @@ pub(super) fn delivery(
         (body_section(base, one.body.len(), body, cap, None))
     };
     layout(base, "Delivery", Some((view, "deliveries")), 0, &content)
+}
+
+/// The attempt history, oldest first: one row per attempt, and one per
+/// number missing between two kept ones (a worker that stopped, or whose
+/// process died, without reporting).
+fn timeline(history: &[Attempt]) -> Markup {
+    html! {
+        @if history.is_empty() {
+            p.muted { "No attempt recorded yet (or the inbox keeps no history)." }
+        } @else {
+            table.attempts #attempts {
+                thead { tr { th { "#" } th { "outcome" } th { "started" } th { "took" } th { "worker" } th { "error" } } }
+                tbody {
+                    @for (i, attempt) in history.iter().enumerate() {
+                        @let previous = i.checked_sub(1).map(|p| history[p].number);
+                        @if let Some(p) = previous.filter(|p| attempt.number > p + 1) {
+                            tr.gap { td { (p + 1) @if attempt.number > p + 2 { "–" (attempt.number - 1) } } td colspan="5" { "no report: the worker stopped or its process died; the lease ran out and the event was leased again" } }
+                        }
+                        tr data-outcome=(attempt.outcome.as_str()) {
+                            td { (attempt.number) }
+                            td { span class={ "outcome " (attempt.outcome.as_str()) } { (attempt.outcome.as_str()) } }
+                            td { (when(attempt.started_at)) }
+                            td { (attempt.duration().as_millis()) " ms" }
+                            td { code { (attempt.worker) } }
+                            td.err title=(attempt.error.as_deref().unwrap_or("")) { (attempt.error.as_deref().unwrap_or("")) }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// How far the count before a bulk action got.

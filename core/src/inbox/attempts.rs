@@ -164,6 +164,30 @@ impl Attempt {
     }
 }
 
+/// The attempts as a JSON array, oldest first: `number`, `started_at_ms`,
+/// `ended_at_ms`, `duration_ms`, `outcome`, `error`, `worker` — what the
+/// admin API's item answers (`attempt_history`) and `webhooks inbox show
+/// --json` carry.
+#[must_use]
+pub fn attempts_json(attempts: &[Attempt]) -> serde_json::Value {
+    serde_json::Value::Array(
+        attempts
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "number": a.number,
+                    "started_at_ms": super::to_ms(a.started_at),
+                    "ended_at_ms": super::to_ms(a.ended_at),
+                    "duration_ms": u64::try_from(a.duration().as_millis()).unwrap_or(u64::MAX),
+                    "outcome": a.outcome.as_str(),
+                    "error": a.error,
+                    "worker": a.worker,
+                })
+            })
+            .collect(),
+    )
+}
+
 /// `text` cut to at most `max` bytes at a character boundary.
 pub(crate) fn cut(mut text: String, max: usize) -> String {
     if text.len() > max {

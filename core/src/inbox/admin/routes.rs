@@ -180,11 +180,14 @@ pub(super) async fn route(
         if method != Method::GET {
             return Ok(not_allowed());
         }
-        return Ok(match inbox.delivery_get(&percent_decode(key)).await? {
-            Some(one) => AdminResponse::new(
-                StatusCode::OK,
-                delivery_json(&one, &config.redaction, Some(caller.bodies)),
-            ),
+        let key = percent_decode(key);
+        return Ok(match inbox.delivery_get(&key).await? {
+            Some(one) => {
+                let mut value = delivery_json(&one, &config.redaction, Some(caller.bodies));
+                let history = inbox.attempts(&key).await?;
+                value["attempt_history"] = crate::inbox::attempts::attempts_json(&history);
+                AdminResponse::new(StatusCode::OK, value)
+            }
             None => AdminResponse::error(StatusCode::NOT_FOUND, "no such delivery"),
         });
     }
