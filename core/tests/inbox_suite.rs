@@ -37,9 +37,9 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use webhooks_core::inbox::{
-    ATTEMPTS_KEPT, Accepted, Attempt, AttemptOutcome, Backoff, ClaimToken, DeadLetterFilter,
-    DeliveryFilter, DeliveryOrder, DeliveryPage, DeliveryState, Inbox, InboxError, Job, NewEvent,
-    Shutdown, Transition, Worker,
+    ACTION_LOG_RETENTION, ATTEMPTS_KEPT, Accepted, Action, ActionKind, Attempt, AttemptOutcome,
+    Backoff, ClaimToken, DeadLetterFilter, DeliveryFilter, DeliveryOrder, DeliveryPage,
+    DeliveryState, Inbox, InboxError, Job, NewEvent, Shutdown, Transition, Worker,
 };
 use webhooks_core::scheme::StandardWebhooks;
 use webhooks_core::{Receiver, Rejection};
@@ -1217,6 +1217,63 @@ async fn attempt_history(target: Target) {
     assert!(inbox.attempts(&key(21)).await.unwrap().is_empty());
     assert!(inbox.attempts(&key(22)).await.unwrap().is_empty());
     target.cleanup().await;
+}
+
+/// The action log: entries come back newest first, page by page, with
+/// every field; recording deletes the entries past the retention.
+async fn action_log(target: Target) {
+    let inbox = target.open().await;
+    assert!(inbox.keeps_actions());
+    assert_eq!(inbox.actions(None, 10).await.unwrap().actions, []);
+    let now = SystemTime::now();
+    let old = Action::new(ActionKind::Purge, "former-admin")
+        .via("api")
+        .target("older than 7d")
+        .count(3)
+        .at(now - ACTION_LOG_RETENTION - Duration::from_secs(3_600));
+    inbox.record_action(&old).await.unwrap();
+    // Recorded at its own time, the old entry outlives its own recording.
+    assert_eq!(inbox.actions(None, 10).await.unwrap().actions.len(), 1);
+    let done = [
+        Action::new(ActionKind::Replay, "ops@example.com")
+            .via("console")
+            .target(key(31))
+            .count(1)
+            .at(now),
+        Action::new(ActionKind::Pause, "script:deploy")
+            .via("cli")
+            .count(1)
+            .at(now + Duration::from_millis(5)),
+        Action::new(ActionKind::Discard, "ops@example.com")
+            .via("api")
+            .target("filter: scheme=stripe event_type=invoice.*")
+            .count(5_000)
+            .at(now + Duration::from_millis(10)),
+    ];
+    for action in &done {
+        inbox.record_action(action).await.unwrap();
+    }
+    let first = inbox.actions(None, 2).await.unwrap();
+    assert_eq!(first.actions.len(), 2);
+    let next = first.next.expect("a second page");
+    let second = inbox.actions(Some(next), 2).await.unwrap();
+    assert_eq!(second.next, None, "{second:?}");
+    let all: Vec<&Action> = first.actions.iter().chain(&second.actions).collect();
+    // The entry past the retention is gone; the rest, newest first.
+    assert_eq!(all.len(), 3, "{all:?}");
+    for (read, written) in all.iter().zip(done.iter().rev()) {
+        assert!(read.id > 0);
+        assert_eq!(read.kind, written.kind);
+        assert_eq!(read.who, written.who);
+        assert_eq!(read.via, written.via);
+        assert_eq!(read.target, written.target);
+        assert_eq!(read.count, written.count);
+        let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_millis();
+        assert_eq!(ms(read.at), ms(written.at));
+    }
+    assert!(all[0].id > all[1].id && all[1].id > all[2].id);
+    // A page size out of range is brought within 1..=MAX_ACTIONS_PAGE.
+    assert_eq!(inbox.actions(None, 0).await.unwrap().actions.len(), 1);
 }
 
 /// Listing filters and pages; discard; purge of completed events.
@@ -2943,6 +3000,7 @@ macro_rules! suite {
                 expiry_on_last_attempt_dead_letters,
                 poison_dead_letter_and_replay,
                 attempt_history,
+                action_log,
                 dead_letter_admin,
                 accept_then_crash,
                 store_down_at_accept,
@@ -2985,8 +3043,9 @@ suite! {
 // so `stats()` reports it in flight until redelivered, not pending);
 // `activity_counts_each_transition_once` (a hand-back counts a delivery, so
 // the released event is dead-lettered as expired under `max_attempts = 1`);
-// `attempt_history` (the broker inboxes keep no attempt history:
-// `keeps_attempts()` is false, and `Inbox::attempts` answers empty).
+// `attempt_history` and `action_log` (the broker inboxes keep no attempt
+// history and no action log: `keeps_attempts()` and `keeps_actions()` are
+// false, and `Inbox::attempts` and `Inbox::actions` answer empty).
 backend_tests!(nats, "nats":
     two_processes_no_faults,
     crashing_processes,
@@ -3018,7 +3077,8 @@ backend_tests!(nats, "nats":
 // (its `drained` check reads `stats()`, and AMQP tells a queue's ready
 // count only: other processes' leases and the delay queues are not seen,
 // so it ends early; `rabbitmq_inbox.rs` cuts a consumer off instead);
-// `attempt_history` (no attempt history on the brokers, as on JetStream).
+// `attempt_history` and `action_log` (no attempt history and no action log
+// on the brokers, as on JetStream).
 #[cfg(feature = "redis")]
 backend_tests!(rabbitmq, "rabbitmq":
     two_processes_no_faults,

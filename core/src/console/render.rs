@@ -948,14 +948,7 @@ fn when(time: SystemTime) -> String {
 /// A duration in its largest whole unit, as the purge form reads it:
 /// `7d`, `12h`, `30m`, `90s`.
 pub(super) fn duration_text(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0 => "0s".to_owned(),
-        _ if s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
-        _ if s.is_multiple_of(3_600) => format!("{}h", s / 3_600),
-        _ if s.is_multiple_of(60) => format!("{}m", s / 60),
-        _ => format!("{s}s"),
-    }
+    crate::inbox::actions::duration_text(d)
 }
 
 /// `3 min ago`.

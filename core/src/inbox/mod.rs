@@ -119,6 +119,7 @@ use crate::ConfigError;
 pub use crate::dedup::{ClaimToken, Transition};
 
 pub(crate) mod accept;
+pub mod actions;
 pub mod activity;
 pub mod admin;
 pub mod attempts;
@@ -155,6 +156,10 @@ pub use self::redis::{
 };
 #[cfg(feature = "redis-cluster")]
 pub use self::redis_cluster::{RedisClusterInbox, RedisClusterInboxBuilder};
+pub use actions::{
+    ACTION_LOG_RETENTION, Action, ActionKind, ActionPage, MAX_ACTION_TARGET_LEN,
+    MAX_ACTION_VIA_LEN, MAX_ACTIONS_PAGE, MAX_ACTOR_LEN,
+};
 pub use activity::{ACTIVITY_MINUTES, ACTIVITY_RETENTION, Activity, ActivityMinute};
 pub use attempts::{ATTEMPTS_KEPT, Attempt, AttemptOutcome, MAX_ATTEMPT_ERROR_LEN};
 pub(crate) use encoding::to_ms;
@@ -718,6 +723,41 @@ pub trait Inbox: Send + Sync + 'static {
 
     /// Whether [`record_attempts`](Self::record_attempts) keeps anything.
     fn keeps_attempts(&self) -> bool {
+        false
+    }
+
+    /// Adds an entry to the inbox's action log ([the `actions`
+    /// module](crate::inbox::actions)) and deletes the entries older than
+    /// [`ACTION_LOG_RETENTION`]; the store assigns the entry's
+    /// [`id`](Action::id). Callers usually go through
+    /// [`actions::record`](crate::inbox::actions::record), which logs a
+    /// failure instead of returning it.
+    ///
+    /// The default keeps nothing ([`keeps_actions`](Self::keeps_actions)
+    /// is `false`): the broker-backed inboxes.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer (the entry is lost).
+    async fn record_action(&self, action: &Action) -> Result<(), InboxError> {
+        let _ = action;
+        Ok(())
+    }
+
+    /// A page of the action log, newest first: at most `limit` entries
+    /// (within 1 and [`MAX_ACTIONS_PAGE`]) older than the entry `before`
+    /// (the previous page's [`next`](ActionPage::next); `None`: the newest).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn actions(&self, before: Option<u64>, limit: u32) -> Result<ActionPage, InboxError> {
+        let _ = (before, limit);
+        Ok(ActionPage::default())
+    }
+
+    /// Whether [`record_action`](Self::record_action) keeps anything.
+    fn keeps_actions(&self) -> bool {
         false
     }
 }

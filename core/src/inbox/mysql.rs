@@ -178,7 +178,8 @@ impl MySqlInbox {
         );
         within(self.command_timeout.max(Duration::from_secs(10)), async {
             let attempts = super::sql::attempts::create_mysql(&self.sql);
-            for statement in [&create, &control, &seed, &attempts] {
+            let actions = super::sql::actions::create_mysql(&self.sql);
+            for statement in [&create, &control, &seed, &attempts, &actions] {
                 sqlx::query(statement).execute(&self.pool).await?;
             }
             self.migrate_activity().await

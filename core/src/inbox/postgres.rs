@@ -213,7 +213,13 @@ impl PostgresInbox {
                 .bind(&lock_key)
                 .execute(&mut *tx)
                 .await?;
-            for statement in statements.iter().chain(&activity).chain(&attempts) {
+            let actions = super::sql::actions::create_postgres(&self.sql);
+            for statement in statements
+                .iter()
+                .chain(&activity)
+                .chain(&attempts)
+                .chain(&actions)
+            {
                 sqlx::query(statement).execute(&mut *tx).await?;
             }
             tx.commit().await

@@ -218,7 +218,13 @@ impl SqliteInbox {
             },
         );
         within(self.command_timeout.max(Duration::from_secs(10)), async {
-            for statement in statements.iter().chain(&activity).chain(&attempts) {
+            let actions = super::sql::actions::create_sqlite(&self.sql);
+            for statement in statements
+                .iter()
+                .chain(&activity)
+                .chain(&attempts)
+                .chain(&actions)
+            {
                 sqlx::query(statement).execute(&self.pool).await?;
             }
             Ok(())

@@ -41,6 +41,7 @@
 //! | `GET` | `/deliveries/{key}` | `200` the delivery in any state, with `state` and `body` (UTF-8) or `body_base64` (as for a dead letter); `404` |
 //! | `GET` | `/stats` | `200 {"pending", "due", "oldest_due_age_ms", "in_flight", "dead", "completed", "paused"}` |
 //! | `GET` | `/activity?minutes=` | `200 {"minutes": [{"start", "accepted", "completed", "failed"}, ...], "totals": {"accepted", "completed", "failed"}}`: per minute, oldest first, the last the current minute (`start`: Unix seconds; `minutes`: 1 to 60, default 60; [`Inbox::activity`]) |
+//! | `GET` | `/actions?before=&limit=` | `200 {"actions": [{"id", "at_ms", "who", "via", "action", "target", "count"}, ...], "next": id or null}`: the [action log](crate::inbox::actions), newest first (`limit`: 1 to 500, default 50; `before`: the previous page's `next`); every replay, discard, purge, pause and resume through this API, the console or `webhooks inbox` is in it, with the caller's identity |
 //! | `POST` | `/pause` | `200 {"paused": true, "changed": bool}`: every worker stops leasing from its next poll ([`Inbox::set_paused`]); deliveries are still accepted; `changed` is `false` when it was already paused |
 //! | `POST` | `/resume` | `200 {"paused": false, "changed": bool}` |
 //! | `POST` | `/purge?older_than=<seconds>[&force=true]` | `200 {"purged": n}` (completed events only); `400` when `older_than` is below the minimum ([`AdminConfig::min_purge_age`], the inbox's retention by default) without `force=true` |

@@ -9,6 +9,7 @@ use super::access::Caller;
 use super::answers::{dead_json, delivery_json};
 use super::query::{parse_delivery_query, parse_query, percent_decode};
 use super::{AdminConfig, AdminResponse};
+use crate::inbox::actions::{self, Action, ActionKind};
 use crate::inbox::{DeadLetterCursor, DeadLetterFilter, Inbox, InboxError, Transition};
 
 fn count(action: &'static str, n: u64) {
@@ -16,6 +17,55 @@ fn count(action: &'static str, n: u64) {
     metrics::counter!(super::ACTIONS, "action" => action).increment(n);
     #[cfg(not(feature = "metrics"))]
     let _ = (action, n);
+}
+
+/// Records an action done through the API in the inbox's action log.
+async fn log(inbox: &dyn Inbox, caller: &Caller, kind: ActionKind, target: String, n: u64) {
+    let action = Action::new(kind, caller.who.as_str())
+        .via("api")
+        .target(target)
+        .count(n);
+    actions::record(inbox, action).await;
+}
+
+/// `GET /actions[?before=id&limit=n]`: the action log, newest first.
+async fn action_log(
+    inbox: &dyn Inbox,
+    method: &Method,
+    before: Option<&str>,
+    limit: Option<&str>,
+) -> Result<AdminResponse, InboxError> {
+    if method != Method::GET {
+        return Ok(AdminResponse::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed",
+        ));
+    }
+    let before = match before.map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(id)) => Some(id),
+        Some(Err(_)) => {
+            return Ok(AdminResponse::error(
+                StatusCode::BAD_REQUEST,
+                "`before` is an entry's id",
+            ));
+        }
+    };
+    let limit = match limit.map(str::parse::<u32>) {
+        None => 50,
+        Some(Ok(n)) if (1..=actions::MAX_ACTIONS_PAGE).contains(&n) => n,
+        Some(_) => {
+            return Ok(AdminResponse::error(
+                StatusCode::BAD_REQUEST,
+                "`limit` is a number from 1 to 500",
+            ));
+        }
+    };
+    let page = inbox.actions(before, limit).await?;
+    Ok(AdminResponse::new(
+        StatusCode::OK,
+        actions::actions_json(&page),
+    ))
 }
 
 /// `GET /activity[?minutes=n]`: the per-minute series ([`Inbox::activity`]).
@@ -100,18 +150,22 @@ pub(super) async fn route(
     if path == "/activity" {
         return activity(inbox, method, get("minutes")).await;
     }
+    if path == "/actions" {
+        return action_log(inbox, method, get("before"), get("limit")).await;
+    }
     if path == "/pause" || path == "/resume" {
         if method != Method::POST {
             return Ok(not_allowed());
         }
-        let (paused, action) = if path == "/pause" {
-            (true, "pause")
+        let (paused, action, kind) = if path == "/pause" {
+            (true, "pause", ActionKind::Pause)
         } else {
-            (false, "resume")
+            (false, "resume", ActionKind::Resume)
         };
         let changed = inbox.set_paused(paused).await?;
         tracing::info!(who = %caller.who, action, changed, "inbox admin action");
         count(action, 1);
+        log(inbox, caller, kind, String::new(), u64::from(changed)).await;
         return Ok(AdminResponse::new(
             StatusCode::OK,
             json!({ "paused": paused, "changed": changed }),
@@ -152,6 +206,9 @@ pub(super) async fn route(
         let purged = inbox.purge_completed(Duration::from_secs(secs)).await?;
         tracing::info!(who = %caller.who, action = "purge", older_than_secs = secs, force, purged, "inbox admin action");
         count("purge", purged);
+        let older_than = Duration::from_secs(secs);
+        let target = actions::purge_target(older_than, force && secs < minimum);
+        log(inbox, caller, ActionKind::Purge, target, purged).await;
         return Ok(AdminResponse::new(
             StatusCode::OK,
             json!({ "purged": purged }),
@@ -263,6 +320,14 @@ pub(super) async fn route(
         let outcome = inbox.replay(&key).await?;
         let applied = outcome == Transition::Applied;
         tracing::info!(who = %caller.who, action = "replay", key = %key, applied, "inbox admin action");
+        log(
+            inbox,
+            caller,
+            ActionKind::Replay,
+            key.clone(),
+            u64::from(applied),
+        )
+        .await;
         return Ok(if applied {
             count("replay", 1);
             AdminResponse::new(StatusCode::OK, json!({ "replayed": true }))
@@ -284,6 +349,14 @@ pub(super) async fn route(
         let outcome = inbox.discard(&key).await?;
         let applied = outcome == Transition::Applied;
         tracing::info!(who = %caller.who, action = "discard", key = %key, applied, "inbox admin action");
+        log(
+            inbox,
+            caller,
+            ActionKind::Discard,
+            key.clone(),
+            u64::from(applied),
+        )
+        .await;
         return Ok(if applied {
             count("discard", 1);
             AdminResponse::new(StatusCode::NO_CONTENT, Value::Null)

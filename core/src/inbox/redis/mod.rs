@@ -3,6 +3,7 @@
 
 mod engine;
 mod history;
+mod log;
 mod replies;
 mod scripts;
 
@@ -173,6 +174,25 @@ macro_rules! inbox_over_engine {
             }
 
             fn keeps_attempts(&self) -> bool {
+                true
+            }
+
+            async fn record_action(
+                &self,
+                action: &$crate::inbox::Action,
+            ) -> Result<(), $crate::inbox::InboxError> {
+                self.engine.record_action(action).await
+            }
+
+            async fn actions(
+                &self,
+                before: Option<u64>,
+                limit: u32,
+            ) -> Result<$crate::inbox::ActionPage, $crate::inbox::InboxError> {
+                self.engine.actions(before, limit).await
+            }
+
+            fn keeps_actions(&self) -> bool {
                 true
             }
 

@@ -226,6 +226,33 @@ const ATTEMPTS: &str = r"
 return redis.call('LRANGE', P .. 'a:' .. ARGV[2], 0, -1)
 ";
 
+/// ARGV: the entry's time (ms), the entry (JSON), the oldest time kept
+/// (ms), the most entries kept. Adds the entry to the action log
+/// (`P .. 'log'`, a sorted set scored by the entry's number, each member
+/// `'<number> <time ms> <entry>'`), then deletes the oldest entries past
+/// the count or older than the time (at most 100 per call); returns the
+/// entry's number.
+const RECORD_ACTION: &str = r"
+local log = P .. 'log'
+local id = redis.call('INCR', P .. 'log:n')
+redis.call('ZADD', log, id, id .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
+redis.call('ZREMRANGEBYRANK', log, 0, -tonumber(ARGV[5]) - 1)
+local cutoff = tonumber(ARGV[4])
+local oldest = redis.call('ZRANGE', log, 0, 99)
+for _, m in ipairs(oldest) do
+  local at = tonumber(string.match(m, '^%d+ (%d+) '))
+  if at == nil or at >= cutoff then break end
+  redis.call('ZREM', log, m)
+end
+return id
+";
+
+/// ARGV: the number below which to read (exclusive; `+inf`: the newest),
+/// the most entries. The log's members, newest first.
+const ACTIONS: &str = r"
+return redis.call('ZREVRANGEBYSCORE', P .. 'log', '(' .. ARGV[2], '-inf', 'LIMIT', 0, tonumber(ARGV[3]))
+";
+
 /// ARGV: the number of minutes. The current minute, then each minute's
 /// `a`, `c`, `f` (oldest first).
 const ACTIVITY: &str = r"
@@ -447,6 +474,8 @@ pub(super) struct Scripts {
     pub(super) delivery_get: Script,
     pub(super) record_attempts: Script,
     pub(super) attempts: Script,
+    pub(super) record_action: Script,
+    pub(super) actions: Script,
 }
 
 impl Scripts {
@@ -474,6 +503,8 @@ impl Scripts {
             delivery_get: Script::new(&format!("{PRELUDE}{DELIVERY_PRELUDE}{DELIVERY_GET}")),
             record_attempts: s(RECORD_ATTEMPTS),
             attempts: s(ATTEMPTS),
+            record_action: s(RECORD_ACTION),
+            actions: s(ACTIONS),
         }
     }
 }

@@ -350,6 +350,60 @@ macro_rules! sql_inbox {
                     true
                 }
 
+                async fn record_action(
+                    &self,
+                    action: &$crate::inbox::Action,
+                ) -> Result<(), InboxError> {
+                    use $crate::inbox::{actions, sql::actions as log};
+                    let insert = log::insert(&self.sql, self.sql.param);
+                    let trim = log::trim(&self.sql, self.sql.param);
+                    let changed = i64::try_from(action.count).unwrap_or(i64::MAX);
+                    within(self.command_timeout, async {
+                        sqlx::query(&insert)
+                            .bind(actions::at_ms(action))
+                            .bind(action.who.as_str())
+                            .bind(action.via.as_str())
+                            .bind(action.kind.as_str())
+                            .bind(action.target.as_str())
+                            .bind(changed)
+                            .execute(&self.pool)
+                            .await?;
+                        sqlx::query(&trim)
+                            .bind(actions::cutoff_ms(action))
+                            .execute(&self.pool)
+                            .await
+                    })
+                    .await?;
+                    Ok(())
+                }
+
+                async fn actions(
+                    &self,
+                    before: Option<u64>,
+                    limit: u32,
+                ) -> Result<$crate::inbox::ActionPage, InboxError> {
+                    use $crate::inbox::{actions, sql::actions as log};
+                    let limit = actions::page_size(limit);
+                    let select = log::select(&self.sql, self.sql.param, limit + 1);
+                    let before = before.map_or(i64::MAX, |id| i64::try_from(id).unwrap_or(i64::MAX));
+                    let rows: Vec<log::ActionRow> = within(
+                        self.command_timeout,
+                        sqlx::query_as(&select).bind(before).fetch_all(&self.pool),
+                    )
+                    .await?;
+                    let rows = rows
+                        .into_iter()
+                        .map(|(id, at, who, via, kind, target, changed)| {
+                            actions::read(id, at, who, via, &kind, target, changed)
+                        })
+                        .collect();
+                    Ok($crate::inbox::ActionPage::of(rows, limit))
+                }
+
+                fn keeps_actions(&self) -> bool {
+                    true
+                }
+
                 async fn stats(&self) -> Result<InboxStats, InboxError> {
                     let (now, pending, due, oldest, in_flight, dead, completed, paused): (
                         i64,

@@ -28,6 +28,7 @@
 //! `connect` checks an existing table's schema and brings a table of an
 //! earlier version up to date (see [`schema`]).
 
+pub(crate) mod actions;
 pub(crate) mod attempts;
 pub(crate) mod schema;
 

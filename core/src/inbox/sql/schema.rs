@@ -203,6 +203,13 @@ macro_rules! schema_check {
                     let attempts = $crate::inbox::sql::attempts::table(&self.sql);
                     missing.push(gap("the attempt history table", &attempts, found));
                 }
+                if let Err((found, _)) = self
+                    .probe(&$crate::inbox::sql::actions::probe(&self.sql))
+                    .await?
+                {
+                    let actions = $crate::inbox::sql::actions::table(&self.sql);
+                    missing.push(gap("the action log table", &actions, found));
+                }
                 Ok(Some(missing))
             }
 
