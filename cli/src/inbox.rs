@@ -1,7 +1,9 @@
 //! `webhooks inbox`: operate a durable inbox over webhooks-core's
 //! `inbox_from_url` and the `Inbox` trait: counts, listings, one delivery,
 //! replay and discard of dead letters (one, or every one matching a filter,
-//! after confirmation), purge, pause and resume, a live tail, migrations.
+//! after confirmation), purge, pause and resume, a live tail, migrations,
+//! and the action log (each change made here is recorded in it, as
+//! `--as` or `$USER@host`, through `cli`).
 //!
 //! The store URL comes from `--url` or `WEBHOOKS_INBOX_URL`; it may hold a
 //! password, so it is never printed.
@@ -12,8 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
 use webhooks_core::inbox::{
-    DeadLetterFilter, Delivery, DeliveryFilter, DeliveryState, Inbox, InboxStats, Transition,
-    inbox_from_url,
+    Action as LoggedAction, ActionKind, ActionPage, DeadLetterFilter, Delivery, DeliveryFilter,
+    DeliveryState, Inbox, InboxStats, Transition, inbox_from_url,
 };
 
 use webhooks_core::redact::{DEFAULT_BODY_LIMIT, EventRedaction, Redaction, ShownBody, Surface};
@@ -30,6 +32,7 @@ Examples:
   webhooks inbox replay --all --scheme stripe --dry-run
   webhooks inbox replay --all --scheme stripe --yes
   webhooks inbox purge --older-than 14d --yes
+  webhooks inbox actions --limit 20
   webhooks inbox --url sqlite://inbox.db tail";
 
 /// `webhooks inbox`.
@@ -45,6 +48,10 @@ pub(crate) struct InboxArgs {
         global = true
     )]
     url: Option<String>,
+    /// Who the action log records for replay, discard, purge, pause and
+    /// resume (default: `$USER@host`).
+    #[arg(long = "as", value_name = "WHO", env = "WEBHOOKS_ACTOR", global = true)]
+    actor: Option<String>,
     #[command(subcommand)]
     action: Action,
 }
@@ -125,6 +132,16 @@ enum Action {
     },
     /// Create the store's tables if missing (opening does it), and report.
     Migrate,
+    /// The action log, newest first: who replayed, discarded, purged,
+    /// paused or resumed what, when, through what, and how many events.
+    Actions {
+        /// At most this many (1 to 500).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=500))]
+        limit: u32,
+        /// Entries older than this one (the `next` a previous page printed).
+        #[arg(long, value_name = "ID")]
+        before: Option<u64>,
+    },
 }
 
 /// Keys, or every dead letter matching a filter.
@@ -164,6 +181,25 @@ fn parse_age(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(n.saturating_mul(seconds)))
 }
 
+/// A bulk filter as the action log shows it: `filter: scheme=stripe
+/// event_type=invoice.* since=2d` (the ones given).
+fn filter_text(filter: &Filter) -> String {
+    let mut text = String::from("filter:");
+    if let Some(scheme) = &filter.scheme {
+        text.push_str(&format!(" scheme={scheme}"));
+    }
+    if let Some(event_type) = &filter.event_type {
+        text.push_str(&format!(" event_type={event_type}"));
+    }
+    if let Some(since) = filter.since {
+        text.push_str(&format!(" since={}s", since.as_secs()));
+    }
+    if text == "filter:" {
+        text.push_str(" every dead letter");
+    }
+    text
+}
+
 fn store_error(e: impl std::fmt::Display) -> Failure {
     Failure::usage(format!("inbox store: {e}"))
 }
@@ -175,6 +211,12 @@ pub(crate) async fn run(args: InboxArgs, out: &Out) -> Result<(), Failure> {
     let inbox = inbox_from_url(&url)
         .await
         .map_err(|e| Failure::usage(format!("cannot open the inbox: {e}")))?;
+    let who = args.actor.unwrap_or_else(default_actor);
+    let log = Log {
+        inbox: &inbox,
+        who: &who,
+        out,
+    };
     match args.action {
         Action::Stats => stats(&inbox, out).await,
         Action::Ls {
@@ -190,16 +232,17 @@ pub(crate) async fn run(args: InboxArgs, out: &Out) -> Result<(), Failure> {
             let redaction = Redaction::new().headers(redact_header).fields(redact_field);
             show(&inbox, &key, &redaction, out).await
         }
-        Action::Replay(bulk) => bulk_action(&inbox, bulk, Op::Replay, out).await,
-        Action::Discard(bulk) => bulk_action(&inbox, bulk, Op::Discard, out).await,
+        Action::Replay(bulk) => bulk_action(&inbox, bulk, Op::Replay, &log).await,
+        Action::Discard(bulk) => bulk_action(&inbox, bulk, Op::Discard, &log).await,
         Action::Purge {
             older_than,
             dry_run,
             yes,
             force,
-        } => purge(&inbox, older_than, dry_run, yes, force, out).await,
-        Action::Pause => pause(&inbox, true, out).await,
-        Action::Resume => pause(&inbox, false, out).await,
+        } => purge(&inbox, older_than, dry_run, yes, force, &log).await,
+        Action::Pause => pause(&inbox, true, &log).await,
+        Action::Resume => pause(&inbox, false, &log).await,
+        Action::Actions { limit, before } => actions(&inbox, before, limit, out).await,
         Action::Tail { interval } => tail(&inbox, Duration::from_secs(interval.max(1)), out).await,
         Action::Migrate => {
             // inbox_from_url created the tables when missing.
@@ -465,7 +508,107 @@ fn confirm(question: &str, yes: bool) -> Result<bool, Failure> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
-async fn bulk_action(inbox: &Arc<dyn Inbox>, bulk: Bulk, op: Op, out: &Out) -> Result<(), Failure> {
+/// Records the changes made here in the inbox's action log.
+struct Log<'a> {
+    inbox: &'a Arc<dyn Inbox>,
+    who: &'a str,
+    out: &'a Out,
+}
+
+impl Log<'_> {
+    /// Records one action; a store that cannot is reported on stderr (the
+    /// action stands).
+    async fn record(&self, kind: ActionKind, target: String, count: u64) {
+        let action = LoggedAction::new(kind, self.who)
+            .via("cli")
+            .target(target)
+            .count(count);
+        if !self.inbox.keeps_actions() {
+            return;
+        }
+        if let Err(e) = self.inbox.record_action(&action).await {
+            self.out.warn(format!(
+                "the action was done but could not be recorded in the action log: {e}"
+            ));
+        }
+    }
+}
+
+/// `$USER@host` (`LOGNAME`, then `USER`; the host from `HOSTNAME` or the
+/// kernel), or `cli` when neither is known.
+fn default_actor() -> String {
+    let user = std::env::var("LOGNAME")
+        .or_else(|_| std::env::var("USER"))
+        .ok()
+        .filter(|u| !u.is_empty());
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty());
+    match (user, host) {
+        (Some(user), Some(host)) => format!("{user}@{host}"),
+        (Some(user), None) => user,
+        (None, Some(host)) => format!("cli@{host}"),
+        (None, None) => "cli".to_owned(),
+    }
+}
+
+async fn actions(
+    inbox: &Arc<dyn Inbox>,
+    before: Option<u64>,
+    limit: u32,
+    out: &Out,
+) -> Result<(), Failure> {
+    let page: ActionPage = inbox.actions(before, limit).await.map_err(store_error)?;
+    if out.json {
+        out.json(&webhooks_core::inbox::actions::actions_json(&page));
+        return Ok(());
+    }
+    if !inbox.keeps_actions() {
+        out.line(paint(
+            DIM,
+            "this inbox keeps no action log (the broker-backed inboxes do not)",
+        ));
+        return Ok(());
+    }
+    if page.actions.is_empty() {
+        out.line(paint(DIM, "no actions recorded"));
+    }
+    for a in &page.actions {
+        let target = if a.target.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", a.target)
+        };
+        let at = webhooks_core::testing::iso8601(u64::try_from(unix_ms(a.at) / 1000).unwrap_or(0));
+        out.line(format!(
+            "{:>6}  {}  {}{target}  {} event{}  {} via {}",
+            a.id,
+            paint(DIM, at),
+            paint(BOLD, a.kind.as_str()),
+            a.count,
+            if a.count == 1 { "" } else { "s" },
+            a.who,
+            a.via,
+        ));
+    }
+    if let Some(next) = page.next {
+        out.line(paint(
+            HINT,
+            &format!("older: webhooks inbox actions --before {next}"),
+        ));
+    }
+    Ok(())
+}
+
+async fn bulk_action(
+    inbox: &Arc<dyn Inbox>,
+    bulk: Bulk,
+    op: Op,
+    log: &Log<'_>,
+) -> Result<(), Failure> {
+    let out = log.out;
     let keys: Vec<String> = match (bulk.all, bulk.keys.is_empty()) {
         (true, _) => {
             let mut query = DeadLetterFilter::default();
@@ -537,6 +680,16 @@ async fn bulk_action(inbox: &Arc<dyn Inbox>, bulk: Bulk, op: Op, out: &Out) -> R
             _ => skipped.push(key),
         }
     }
+    let target = match (bulk.all, bulk.keys.as_slice()) {
+        (true, _) => filter_text(&bulk.filter),
+        (false, [one]) => one.clone(),
+        (false, keys) => format!("{} given", keys.len()),
+    };
+    let kind = match op {
+        Op::Replay => ActionKind::Replay,
+        Op::Discard => ActionKind::Discard,
+    };
+    log.record(kind, target, applied.len() as u64).await;
     if out.json {
         out.json(&serde_json::json!({"action": op.verb(), "applied": applied, "skipped": skipped}));
     } else {
@@ -565,8 +718,9 @@ async fn purge(
     dry_run: bool,
     yes: bool,
     force: bool,
-    out: &Out,
+    log: &Log<'_>,
 ) -> Result<(), Failure> {
+    let out = log.out;
     let floor = webhooks_core::inbox::purge_floor(Duration::ZERO);
     if older_than < floor && !force {
         return Err(Failure::usage(format!(
@@ -595,6 +749,8 @@ async fn purge(
         .purge_completed(older_than)
         .await
         .map_err(store_error)?;
+    let target = webhooks_core::inbox::actions::purge_target(older_than, older_than < floor);
+    log.record(ActionKind::Purge, target, purged).await;
     match out.json {
         true => out.json(&serde_json::json!({"purged": purged})),
         false => out.line(format!(
@@ -605,8 +761,15 @@ async fn purge(
     Ok(())
 }
 
-async fn pause(inbox: &Arc<dyn Inbox>, paused: bool, out: &Out) -> Result<(), Failure> {
+async fn pause(inbox: &Arc<dyn Inbox>, paused: bool, log: &Log<'_>) -> Result<(), Failure> {
+    let out = log.out;
     let changed = inbox.set_paused(paused).await.map_err(store_error)?;
+    let kind = if paused {
+        ActionKind::Pause
+    } else {
+        ActionKind::Resume
+    };
+    log.record(kind, String::new(), u64::from(changed)).await;
     let state = if paused { "paused" } else { "running" };
     match out.json {
         true => out.json(&serde_json::json!({"paused": paused, "changed": changed})),

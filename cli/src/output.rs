@@ -38,6 +38,12 @@ impl Out {
         let _ = writeln!(stdout, "{text}");
     }
 
+    /// Writes a warning on stderr (JSON output stays one document on stdout).
+    pub(crate) fn warn(&self, text: impl std::fmt::Display) {
+        let mut stderr = anstream::stderr().lock();
+        let _ = writeln!(stderr, "{HINT}warning:{HINT:#} {text}");
+    }
+
     /// Writes `text` as it is, without a final newline.
     pub(crate) fn raw(&self, text: &str) {
         let mut stdout = anstream::stdout().lock();

@@ -185,8 +185,68 @@ async fn exercise(url: &str) {
         reason.contains("345600 s") && reason.contains("--force"),
         "{reason}"
     );
-    let (code, forced) = inbox(url, &["purge", "--older-than", "3d", "--yes", "--force"]);
+    let (code, forced) = inbox(
+        url,
+        &[
+            "purge",
+            "--older-than",
+            "3d",
+            "--yes",
+            "--force",
+            "--as",
+            "ops@example.com",
+        ],
+    );
     assert_eq!((code, forced["purged"].as_u64()), (0, Some(0)), "{forced}");
+    // Issue 34, item 4: every change above is in the action log, newest
+    // first, with who did it and through what.
+    let (code, log) = inbox(url, &["actions", "--limit", "3"]);
+    assert_eq!(code, 0, "{log}");
+    let seen = |log: &serde_json::Value| -> Vec<(String, String, u64)> {
+        log["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                assert_eq!(a["via"], "cli", "{a}");
+                (
+                    a["action"].as_str().unwrap().to_owned(),
+                    a["target"].as_str().unwrap().to_owned(),
+                    a["count"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let owned = |rows: &[(&str, &str, u64)]| -> Vec<(String, String, u64)> {
+        rows.iter()
+            .map(|(a, t, n)| ((*a).to_owned(), (*t).to_owned(), *n))
+            .collect()
+    };
+    assert_eq!(
+        seen(&log),
+        owned(&[
+            ("purge", "completed, older than 3d, forced", 0),
+            ("purge", "completed, older than 30d", 0),
+            ("resume", "", 1),
+        ]),
+        "{log}"
+    );
+    assert_eq!(log["actions"][0]["who"], "ops@example.com");
+    assert_ne!(log["actions"][1]["who"], "ops@example.com");
+    let next = log["next"].as_u64().expect("an older page").to_string();
+    let (_, older) = inbox(url, &["actions", "--before", &next]);
+    assert_eq!(
+        seen(&older),
+        owned(&[
+            ("pause", "", 0),
+            ("pause", "", 1),
+            ("discard", dead_github.as_str(), 0),
+            ("discard", dead_github.as_str(), 1),
+            ("replay", "filter: scheme=stripe", 1),
+        ]),
+        "{older}"
+    );
+    assert_eq!(older["next"], serde_json::Value::Null);
     let (code, missing) = inbox(url, &["show", "cli:nope"]);
     assert_eq!(
         (code, missing["error"].as_str()),

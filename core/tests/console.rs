@@ -1005,3 +1005,91 @@ async fn payload_fields_are_redacted() {
     let raw = get(&hidden, admin(), "/dead/raw", Some("key=k1")).await;
     assert_eq!(raw.status, StatusCode::FORBIDDEN);
 }
+
+/// Issue 34, item 4: the console's actions are in the action log, with
+/// the admin's identity and what they acted on; readers see the page, and
+/// a key a sender chose renders inert there too.
+#[tokio::test]
+async fn actions_are_in_the_action_log() {
+    let inbox = inbox().await;
+    let odd = "<b>odd</b>";
+    dead(&inbox, odd, "order.paid", "msg_odd", "{}").await;
+    for n in 0..3 {
+        dead(
+            &inbox,
+            &format!("paid{n}"),
+            "order.paid",
+            &format!("msg_p{n}"),
+            "{}",
+        )
+        .await;
+    }
+    let console = Console::new(Arc::clone(&inbox));
+    let empty = get(&console, reader(), "/actions", None).await;
+    assert_eq!(empty.status, StatusCode::OK);
+    assert!(text(&empty).contains("Nothing has been done yet."));
+    let csrf = token(text(&get(&console, admin(), "/dead", None).await));
+    let origin = [("origin", ORIGIN)];
+    let one = form(&[("csrf", &csrf), ("key", odd), ("scope", "one")]);
+    let answer = post(&console, admin(), "/discard", &one, &origin).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", text(&answer));
+    let bulk = form(&[
+        ("csrf", &csrf),
+        ("action", "replay"),
+        ("event_type", "order.paid"),
+    ]);
+    let answer = post(&console, admin(), "/bulk", &bulk, &origin).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", text(&answer));
+    let answer = post(
+        &console,
+        admin(),
+        "/pause",
+        &form(&[("csrf", &csrf)]),
+        &origin,
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", text(&answer));
+    // A read-only caller's refused post is not an action.
+    let refused = post(
+        &console,
+        reader(),
+        "/resume",
+        &form(&[("csrf", &csrf)]),
+        &origin,
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    let page = get(&console, reader(), "/actions", None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let html = text(&page);
+    let kinds: Vec<&str> = html
+        .match_indices("data-action=\"")
+        .map(|(at, m)| {
+            let rest = &html[at + m.len()..];
+            &rest[..rest.find('"').unwrap()]
+        })
+        .collect();
+    assert_eq!(kinds, ["pause", "replay", "discard"], "newest first");
+    assert!(html.contains("filter: event_type=order.paid"), "{html}");
+    assert!(
+        html.contains("&lt;b&gt;odd&lt;/b&gt;") && !html.contains(odd),
+        "{html}"
+    );
+    assert_eq!(html.matches("<td>alice</td>").count(), 3, "{html}");
+    assert_eq!(html.matches("<td>console</td>").count(), 3, "{html}");
+    let entries = inbox.actions(None, 10).await.unwrap().actions;
+    let counts: Vec<u64> = entries.iter().map(|a| a.count).collect();
+    assert_eq!(counts, [1, 3, 1]);
+    let bad = get(&console, reader(), "/actions", Some("before=x")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let post_page = post(
+        &console,
+        admin(),
+        "/actions",
+        &form(&[("csrf", &csrf)]),
+        &origin,
+    )
+    .await;
+    assert_eq!(post_page.status, StatusCode::METHOD_NOT_ALLOWED);
+}

@@ -16,9 +16,11 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use webhooks_core::inbox::{ClaimToken, Inbox, NewEvent, OpenError};
+use webhooks_core::inbox::{
+    Action, ActionKind, Attempt, AttemptOutcome, ClaimToken, Inbox, NewEvent, OpenError,
+};
 
 /// The password of the restricted roles the refusal tests create.
 const RESTRICTED_PASSWORD: &str = "restricted-Secret-1";
@@ -269,12 +271,48 @@ impl Old {
 
     /// The inbox's tables.
     #[cfg(any(feature = "postgres", feature = "mysql"))]
-    fn tables(&self) -> [String; 3] {
+    fn tables(&self) -> [String; 5] {
         [
             self.table.clone(),
             format!("{}_control", self.table),
             format!("{}_activity", self.table),
+            format!("{}_attempts", self.table),
+            format!("{}_actions", self.table),
         ]
+    }
+
+    /// Runs one statement as the owner.
+    async fn exec(&self, statement: &str) {
+        match self.kind {
+            #[cfg(feature = "sqlite")]
+            "sqlite" => {
+                let pool = sqlx::SqlitePool::connect(&self.url).await.expect("open");
+                sqlx::query(statement)
+                    .execute(&pool)
+                    .await
+                    .expect(statement);
+                pool.close().await;
+            }
+            #[cfg(feature = "postgres")]
+            "postgres" => {
+                let pool = sqlx::PgPool::connect(&self.url).await.expect("connect");
+                sqlx::query(statement)
+                    .execute(&pool)
+                    .await
+                    .expect(statement);
+                pool.close().await;
+            }
+            #[cfg(feature = "mysql")]
+            "mysql" => {
+                let pool = sqlx::MySqlPool::connect(&self.url).await.expect("connect");
+                sqlx::query(statement)
+                    .execute(&pool)
+                    .await
+                    .expect(statement);
+                pool.close().await;
+            }
+            other => panic!("backend {other} not built"),
+        }
     }
 
     /// Drops the tables, the trigger function and the role (or the file).
@@ -365,6 +403,42 @@ async fn earlier_schema_is_brought_up_to_date(old: Old) {
     old.cleanup().await;
 }
 
+/// The previous version's schema (issue 34: before the attempt history and
+/// the action log): `connect` adds the two tables, keeps the stored
+/// events, and both work at once.
+async fn previous_schema_gains_the_history_and_the_log(old: Old) {
+    old.migrate().await;
+    let inbox = old.connect(&old.url).await.expect("connect");
+    inbox
+        .accept(&NewEvent::new("kept-1", "test", "{}"))
+        .await
+        .expect("accept");
+    drop(inbox);
+    // Each table alone missing (the schema check must notice either).
+    let q = if old.kind == "mysql" { '`' } else { '"' };
+    for (round, added) in ["attempts", "actions"].into_iter().enumerate() {
+        old.exec(&format!("DROP TABLE {q}{}_{added}{q}", old.table))
+            .await;
+        let inbox = old.connect(&old.url).await.expect("connect upgrades");
+        if round == 0 {
+            assert_eq!(lease_all(&*inbox).await, ["kept-1"]);
+        }
+        let now = SystemTime::now();
+        inbox
+            .record_attempts(&[("kept-1", Attempt::new(1, now, now, AttemptOutcome::Failed))])
+            .await
+            .expect("the attempt history table exists");
+        assert!(!inbox.attempts("kept-1").await.expect("attempts").is_empty());
+        inbox
+            .record_action(&Action::new(ActionKind::Pause, "ops").via("test"))
+            .await
+            .expect("the action log table exists");
+        let log = inbox.actions(None, 10).await.expect("actions").actions;
+        assert_eq!(log[0].kind, ActionKind::Pause, "{added}");
+    }
+    old.cleanup().await;
+}
+
 /// The earlier version's table, opened through a URL that cannot create
 /// tables: `connect` fails, naming `migrate()` and what is missing, and
 /// never the password.
@@ -432,6 +506,13 @@ macro_rules! engine_tests {
             async fn connect_refuses_an_earlier_schema_it_cannot_upgrade_naming_migrate() {
                 if let Some(old) = $old {
                     earlier_schema_that_cannot_be_upgraded_fails_connect(old).await;
+                }
+            }
+
+            #[tokio::test]
+            async fn connect_adds_the_history_and_log_tables_to_the_previous_schema() {
+                if let Some(old) = $old {
+                    previous_schema_gains_the_history_and_the_log(old).await;
                 }
             }
 

@@ -15,7 +15,8 @@
 //! | `/` | whether processing runs or is paused (admins: pause / resume, see [`Inbox::set_paused`]), counts (depth, due, oldest due age, in flight, dead, completed), a chart of them, dead letters by scheme and event type; purge completed (younger than [`min_purge_age`](Console::min_purge_age) only with "force" ticked) |
 //! | `/dead` | dead letters, filtered by scheme, event type and receipt time (or looked up by delivery id or key), cursor-paginated; replay or discard the selected ones, or all that match the filter (the count shown first, at most [`bulk_limit`](Console::bulk_limit)); a delivery-id lookup or a count stops once the store has examined 10,000 dead letters, and offers to continue |
 //! | `/deliveries?state=` | the deliveries in one state — tabs Due, Retrying, In flight, Dead, Completed ([`DeliveryState`](crate::inbox::DeliveryState)) — newest first (or oldest first), filtered by scheme, event type, delivery id and receipt time, cursor-paginated; read-only (the dead letters' actions are on `/dead`) |
-//! | `/deliveries/item?key=` | one delivery in any state: its state, attempts, due time or lease end, last error, kept headers (credentials redacted), the body (admins; credential-named and configured JSON fields redacted, [`Console::redaction`]) |
+//! | `/deliveries/item?key=` | one delivery in any state: its state, attempts, due time or lease end, last error, kept headers (credentials redacted), the body (admins; credential-named and configured JSON fields redacted, [`Console::redaction`]), and its attempt history as a timeline ([`Inbox::attempts`]) |
+//! | `/actions?before=` | the [action log](crate::inbox::actions), newest first, 50 a page: who replayed, discarded, purged, paused or resumed what, when, through what (console, API, command line) and how many events it changed; every action of this console is recorded there |
 //! | `/dead/item?key=` | one dead letter: metadata, kept headers (credentials redacted), the body (pretty-printed when JSON, its credential-named and configured fields redacted, capped; a JSON body over `body_cap` not shown), raw download (the exact bytes, admins only) |
 //!
 //! **Safety.** Every state-changing request is a `POST` carrying a token
@@ -51,16 +52,14 @@
 //! # #[cfg(not(feature = "sqlite"))] fn main() {}
 //! ```
 
+mod actions;
 mod assets;
 pub(crate) mod csrf;
 mod params;
 mod render;
 mod retention;
 
-use params::{
-    clean_base, delivery_filter, field, list_filter, list_params, notice, parse_duration,
-    parse_form,
-};
+use params::{clean_base, delivery_filter, field, list_filter, list_params, notice, parse_form};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -70,8 +69,9 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 
-use crate::inbox::{DeadLetter, DeadLetterCursor, DeadLetterFilter, Inbox, InboxError, Transition};
+use crate::inbox::{DeadLetter, DeadLetterCursor, DeadLetterFilter, Inbox, InboxError};
 use crate::redact::Redaction;
+use actions::BulkAction;
 
 /// `webhooks_console_actions_total`: events affected by console actions,
 /// labelled `action` (`replay`, `discard`, `purge`) and `scope` (`one`,
@@ -418,6 +418,7 @@ impl Console {
             (&Method::GET, "/dead/bulk") => self.bulk_confirm(&view, &query).await,
             (&Method::GET, "/deliveries") => self.deliveries(&view, &query).await,
             (&Method::GET, "/deliveries/item") => self.delivery(&view, &query).await,
+            (&Method::GET, "/actions") => self.action_log(&view, &query).await,
             (&Method::POST, "/replay" | "/discard" | "/bulk" | "/purge" | "/pause" | "/resume") => {
                 if !admin {
                     return forbidden(base, "Read-only access: actions are not allowed.");
@@ -442,7 +443,7 @@ impl Console {
             (
                 _,
                 "" | "/dead" | "/dead/item" | "/dead/raw" | "/dead/bulk" | "/deliveries"
-                | "/deliveries/item",
+                | "/deliveries/item" | "/actions",
             ) => {
                 return method_not_allowed(base);
             }
@@ -667,116 +668,6 @@ impl Console {
         ))
     }
 
-    async fn act(
-        &self,
-        view: &render::View<'_>,
-        action: &str,
-        form: &[(String, String)],
-    ) -> Result<ConsoleResponse, InboxError> {
-        let inbox = &self.inner.inbox;
-        let who = view.who;
-        if action == "pause" || action == "resume" {
-            let action: &'static str = if action == "pause" { "pause" } else { "resume" };
-            let changed = inbox.set_paused(action == "pause").await?;
-            tracing::info!(target: "webhooks_core::console", who = %who, action, changed, "console action");
-            count(action, "inbox", 1);
-            return Ok(ConsoleResponse::see_other(&format!(
-                "{}/?done={action}&n={}",
-                view.base,
-                u8::from(changed)
-            )));
-        }
-        if action == "purge" {
-            let Some(older_than) = field(form, "older_than").and_then(parse_duration) else {
-                return Ok(bad_request(
-                    view.base,
-                    "older_than is a duration: 90s, 30m, 12h or 7d",
-                ));
-            };
-            let force = matches!(field(form, "force"), Some("on" | "true" | "1"));
-            let minimum = crate::inbox::purge_floor(self.inner.min_purge_age);
-            if older_than < minimum && !force {
-                return Ok(bad_request(
-                    view.base,
-                    &format!(
-                        "older_than is below the minimum of {}: the completed events are the \
-                         inbox's memory of processed deliveries (a sender's retry of a purged \
-                         one runs again). Tick \"force\" to purge them anyway.",
-                        render::duration_text(minimum)
-                    ),
-                ));
-            }
-            let purged = inbox.purge_completed(older_than).await?;
-            tracing::info!(target: "webhooks_core::console", who = %who, action = "purge", older_than_secs = older_than.as_secs(), force, purged, "console action");
-            count("purge", "completed", purged);
-            return Ok(ConsoleResponse::see_other(&format!(
-                "{}/?done=purge&n={purged}",
-                view.base
-            )));
-        }
-        let (action, keys, scope) = if action == "bulk" {
-            let Some(action) = field(form, "action").and_then(BulkAction::parse) else {
-                return Ok(bad_request(view.base, "action is replay or discard"));
-            };
-            let filter = match list_filter(form) {
-                Ok(filter) => DeadLetterFilter {
-                    after: None,
-                    ..filter
-                },
-                Err(reason) => return Ok(bad_request(view.base, reason)),
-            };
-            let found = self
-                .collect(&filter, self.inner.bulk_limit as usize, |_| true)
-                .await?;
-            let keys: Vec<String> = found.items.into_iter().map(|d| d.meta.key).collect();
-            (action, keys, "filter")
-        } else {
-            let Some(action) = BulkAction::parse(action) else {
-                return Ok(bad_request(view.base, "no such action"));
-            };
-            let keys: Vec<String> = form
-                .iter()
-                .filter(|(name, _)| name == "key")
-                .map(|(_, key)| key.clone())
-                .take(self.inner.bulk_limit as usize)
-                .collect();
-            if keys.is_empty() {
-                return Ok(bad_request(view.base, "select at least one dead letter"));
-            }
-            let scope = if keys.len() == 1 && field(form, "scope") == Some("one") {
-                "one"
-            } else {
-                "selected"
-            };
-            (action, keys, scope)
-        };
-        let mut applied = 0_u64;
-        for key in &keys {
-            let outcome = match action {
-                BulkAction::Replay => inbox.replay(key).await?,
-                BulkAction::Discard => inbox.discard(key).await?,
-            };
-            if outcome == Transition::Applied {
-                applied += 1;
-            }
-        }
-        if scope == "one" {
-            tracing::info!(target: "webhooks_core::console", who = %who, action = action.name(), scope, key = %keys[0], applied, "console action");
-        } else {
-            tracing::info!(target: "webhooks_core::console", who = %who, action = action.name(), scope, requested = keys.len(), applied, "console action");
-        }
-        count(action.name(), scope, applied);
-        let back = field(form, "back")
-            .filter(|b| b.starts_with("?") && !b.contains(['\r', '\n']))
-            .unwrap_or("?");
-        let sep = if back == "?" { "" } else { "&" };
-        Ok(ConsoleResponse::see_other(&format!(
-            "{}/dead{back}{sep}done={}&n={applied}",
-            view.base,
-            action.name()
-        )))
-    }
-
     /// Dead letters matching `filter` and `keep`, at most `limit`, reading
     /// pages from the store from `filter.after` on, until the store has
     /// examined [`SCAN_CAP`] dead letters (matched or not: on Redis a call
@@ -944,36 +835,6 @@ fn cursor_of(dead: &DeadLetter) -> DeadLetterCursor {
         received_at_ms: crate::inbox::to_ms(dead.meta.received_at),
         key: dead.meta.key.clone(),
     }
-}
-
-#[derive(Clone, Copy)]
-enum BulkAction {
-    Replay,
-    Discard,
-}
-
-impl BulkAction {
-    fn parse(name: &str) -> Option<Self> {
-        match name {
-            "replay" => Some(Self::Replay),
-            "discard" => Some(Self::Discard),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Replay => "replay",
-            Self::Discard => "discard",
-        }
-    }
-}
-
-fn count(action: &'static str, scope: &'static str, n: u64) {
-    #[cfg(feature = "metrics")]
-    metrics::counter!(ACTIONS, "action" => action, "scope" => scope).increment(n);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (action, scope, n);
 }
 
 fn strip_body(mut dead: DeadLetter) -> DeadLetter {

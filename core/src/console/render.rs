@@ -112,6 +112,7 @@ fn layout(
                         a.here[here == "overview"] href={ (base) "/" } { "Overview" }
                         a.here[here == "dead"] href={ (base) "/dead" } { "Dead letters" }
                         a.here[here == "deliveries"] href={ (base) "/deliveries" } { "Deliveries" }
+                        a.here[here == "actions"] href={ (base) "/actions" } { "Actions" }
                         span.who { (view.who) " · " @if view.admin { "admin" } @else { "read-only" } }
                     }
                 }
@@ -968,6 +969,9 @@ pub(super) fn age(d: Duration) -> String {
         _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3_600),
     }
 }
+
+mod log;
+pub(super) use log::action_log;
 
 #[cfg(test)]
 mod tests;

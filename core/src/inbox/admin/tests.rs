@@ -429,6 +429,110 @@ async fn pause_and_resume() {
     assert!(!inbox.paused().await.unwrap());
 }
 
+/// Issue 34, item 4: every state change through the API is in the action
+/// log with the caller's identity; refused ones are not; the log pages.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn actions_are_logged_with_the_caller() {
+    let inbox = inbox().await;
+    dead_with_credentials(&inbox).await;
+    let config = AdminConfig::default();
+    let admin = || Some(Access::Admin("ada@example.com".into()));
+    let reader = || Some(Access::ReadOnly("rita".into()));
+    let refused = call(&inbox, &config, reader(), Method::POST, "/pause", &[JSON]).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    for (method, target) in [
+        (Method::POST, "/pause"),
+        (Method::POST, "/dead-letters/k1/replay"),
+        (Method::POST, "/dead-letters/k1/replay"),
+        (Method::POST, "/purge?older_than=60&force=true"),
+        (Method::POST, "/resume"),
+    ] {
+        let done = call(&inbox, &config, admin(), method, target, &[JSON]).await;
+        assert!(
+            done.status.is_success() || done.status == StatusCode::CONFLICT,
+            "{target}: {}",
+            done.body
+        );
+    }
+    // Readers may read the log.
+    let log = call(
+        &inbox,
+        &config,
+        reader(),
+        Method::GET,
+        "/actions?limit=2",
+        &[],
+    )
+    .await;
+    assert_eq!(log.status, StatusCode::OK, "{}", log.body);
+    let row = |a: &Value| {
+        (
+            a["action"].as_str().unwrap_or("").to_owned(),
+            a["target"].as_str().unwrap_or("").to_owned(),
+            a["count"].as_u64().unwrap_or(99),
+            a["who"].as_str().unwrap_or("").to_owned(),
+            a["via"].as_str().unwrap_or("").to_owned(),
+        )
+    };
+    let ada = || "ada@example.com".to_owned();
+    let api = || "api".to_owned();
+    let first: Vec<_> = log.body["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(row)
+        .collect();
+    assert_eq!(
+        first,
+        [
+            ("resume".to_owned(), String::new(), 1, ada(), api()),
+            (
+                "purge".to_owned(),
+                "completed, older than 1m, forced".to_owned(),
+                0,
+                ada(),
+                api()
+            ),
+        ]
+    );
+    let next = log.body["next"].as_u64().expect("a next page");
+    let older = call(
+        &inbox,
+        &config,
+        ops(),
+        Method::GET,
+        &format!("/actions?before={next}"),
+        &[],
+    )
+    .await;
+    let rest: Vec<_> = older.body["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(row)
+        .collect();
+    assert_eq!(
+        rest,
+        [
+            ("replay".to_owned(), "k1".to_owned(), 0, ada(), api()),
+            ("replay".to_owned(), "k1".to_owned(), 1, ada(), api()),
+            ("pause".to_owned(), String::new(), 1, ada(), api()),
+        ]
+    );
+    assert_eq!(older.body["next"], Value::Null);
+    for bad in [
+        "/actions?limit=0",
+        "/actions?limit=501",
+        "/actions?before=x",
+    ] {
+        let answer = call(&inbox, &config, ops(), Method::GET, bad, &[]).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let post = call(&inbox, &config, admin(), Method::POST, "/actions", &[JSON]).await;
+    assert_eq!(post.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
 /// Issue 22: the per-minute series, for read-only callers too.
 #[cfg(feature = "sqlite")]
 #[tokio::test]
