@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use webhooks_core::inbox::{
     ACTION_LOG_RETENTION, ATTEMPTS_KEPT, Accepted, Action, ActionKind, Attempt, AttemptOutcome,
     Backoff, ClaimToken, DeadLetterFilter, DeliveryFilter, DeliveryOrder, DeliveryPage,
-    DeliveryState, Inbox, InboxError, Job, NewEvent, Shutdown, Transition, Worker,
+    DeliveryState, Inbox, InboxError, Job, NewEvent, Search, Shutdown, Transition, Worker,
 };
 use webhooks_core::scheme::StandardWebhooks;
 use webhooks_core::{Receiver, Rejection};
@@ -1217,6 +1217,128 @@ async fn attempt_history(target: Target) {
     assert!(inbox.attempts(&key(21)).await.unwrap().is_empty());
     assert!(inbox.attempts(&key(22)).await.unwrap().is_empty());
     target.cleanup().await;
+}
+
+/// Issue 34, item 2: search by a scalar in the payload (`=`, `!=`, `^=`)
+/// and by text in the last error, pushed down to the store, agrees with
+/// `Search::matches` on every query, for dead letters and deliveries, page
+/// after page; bodies that are not JSON, nulls and objects match nothing,
+/// and values reach the store as values.
+async fn search_payloads_and_errors(target: Target) {
+    let inbox = target.open().await;
+    let events: [(&str, &str, Option<&str>); 7] = [
+        (
+            "s1",
+            r#"{"type":"invoice.paid","data":{"object":{"customer":"cus_1","amount_due":1500,"paid":true,"lines":{"data":[{"price":{"id":"price_A"}}]}}}}"#,
+            Some("upstream said 502"),
+        ),
+        (
+            "s2",
+            r#"{"type":"invoice.paid","data":{"object":{"customer":"cus_2","amount_due":990,"paid":false}}}"#,
+            Some("timed out after 30 s"),
+        ),
+        (
+            "s3",
+            r#"{"type":"customer.created","data":{"object":{"customer":"cus_10","note":null,"meta":{"a":1}}}}"#,
+            Some("card declined: 402"),
+        ),
+        ("s4", "not json at all", Some("bad json")),
+        (
+            "s5",
+            r#"{"data":{"object":{"customer":"cus_1"}},"emoji":"café ☕"}"#,
+            Some("x"),
+        ),
+        ("s6", r#"[{"sku":"A-1"}]"#, Some("upstream said 503")),
+        ("s7", r#"{"data":{"object":{"customer":"cus_1"}}}"#, None),
+    ];
+    for (k, body, _) in &events {
+        inbox
+            .accept(&NewEvent::new(*k, "stripe", body.to_string()))
+            .await
+            .unwrap();
+    }
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 10, Duration::from_secs(30), 5)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 7);
+    for (k, _, error) in &events {
+        match error {
+            Some(error) => assert_eq!(
+                inbox.dead_letter(k, token, error).await.unwrap(),
+                Transition::Applied
+            ),
+            None => assert_eq!(inbox.release(k, token).await.unwrap(), Transition::Applied),
+        }
+    }
+    let queries = [
+        ("data.object.customer = cus_1", vec!["s1", "s5"]),
+        ("data.object.customer != cus_1", vec!["s2", "s3"]),
+        ("data.object.customer ^= cus_1", vec!["s1", "s3", "s5"]),
+        ("data.object.amount_due = 1500", vec!["s1"]),
+        ("data.object.paid = false", vec!["s2"]),
+        (
+            "data.object.paid = true and type = invoice.paid",
+            vec!["s1"],
+        ),
+        ("data.object.note = null", vec![]),
+        ("data.object.meta != x", vec![]),
+        ("data.object.lines.data.0.price.id = price_A", vec!["s1"]),
+        ("0.sku ^= A-", vec!["s6"]),
+        ("error ~ upstream said", vec!["s1", "s6"]),
+        ("error ~ Upstream", vec![]),
+        ("emoji = \"café ☕\"", vec!["s5"]),
+        ("type = invoice.paid and error ~ 502", vec!["s1"]),
+        ("data.object.customer = \"cus_1' OR '1'='1\"", vec![]),
+        ("data.object.customer ^= \"%\"", vec![]),
+    ];
+    for (text, expected) in &queries {
+        let search: Search = text.parse().unwrap();
+        // The oracle agrees with the table above.
+        let oracle: Vec<&str> = events
+            .iter()
+            .filter(|(_, body, error)| error.is_some() && search.matches(body.as_bytes(), *error))
+            .map(|(k, _, _)| *k)
+            .collect();
+        assert_eq!(&oracle, expected, "{text}");
+        // Deliveries, one a page (a Redis page may also be cut by its budget).
+        let mut filter = DeliveryFilter::state(DeliveryState::Dead);
+        filter.order = DeliveryOrder::OldestFirst;
+        filter.search = Some(search.clone());
+        filter.limit = Some(1);
+        let mut found = Vec::new();
+        loop {
+            let page = inbox.deliveries(&filter).await.unwrap();
+            found.extend(page.items.into_iter().map(|d| d.meta.key));
+            match page.next {
+                Some(next) => filter.after = Some(next),
+                None => break,
+            }
+        }
+        found.sort();
+        assert_eq!(&found, expected, "deliveries: {text}");
+        // Dead letters.
+        let mut filter = DeadLetterFilter::default();
+        filter.search = Some(search.clone());
+        let mut found = Vec::new();
+        loop {
+            let page = inbox.dead_letters(&filter).await.unwrap();
+            found.extend(page.items.into_iter().map(|d| d.meta.key));
+            match page.next {
+                Some(next) => filter.after = Some(next),
+                None => break,
+            }
+        }
+        found.sort();
+        assert_eq!(&found, expected, "dead letters: {text}");
+    }
+    // The state still applies: s7 is due, not dead.
+    let mut due = DeliveryFilter::state(DeliveryState::Due);
+    due.search = Some("data.object.customer = cus_1".parse().unwrap());
+    let page = inbox.deliveries(&due).await.unwrap();
+    let keys: Vec<String> = page.items.into_iter().map(|d| d.meta.key).collect();
+    assert_eq!(keys, ["s7"]);
 }
 
 /// The action log: entries come back newest first, page by page, with
@@ -3001,6 +3123,7 @@ macro_rules! suite {
                 poison_dead_letter_and_replay,
                 attempt_history,
                 action_log,
+                search_payloads_and_errors,
                 dead_letter_admin,
                 accept_then_crash,
                 store_down_at_accept,

@@ -57,6 +57,9 @@ pub struct DeadLetterFilter {
     pub received_from: Option<SystemTime>,
     /// Only events received before this time.
     pub received_until: Option<SystemTime>,
+    /// Only events matching this search (payload values, last error; see
+    /// [`Search`](crate::inbox::Search)).
+    pub search: Option<crate::inbox::Search>,
     /// Continue after this page's [`next`](DeadLetterPage::next) cursor.
     pub after: Option<DeadLetterCursor>,
     /// At most this many (default 50, at most 1000).
@@ -244,6 +247,9 @@ pub struct DeliveryFilter {
     pub received_from: Option<SystemTime>,
     /// Only events received before this time.
     pub received_until: Option<SystemTime>,
+    /// Only events matching this search (payload values, last error; see
+    /// [`Search`](crate::inbox::Search)).
+    pub search: Option<crate::inbox::Search>,
     /// Continue after this page's [`next`](DeliveryPage::next) cursor: past
     /// its position in this filter's `order` (older than it when newest
     /// first, newer when oldest first).

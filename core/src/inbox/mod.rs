@@ -124,6 +124,7 @@ pub mod activity;
 pub mod admin;
 pub mod attempts;
 mod purge;
+pub mod search;
 pub mod signals;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod sql;
@@ -197,6 +198,10 @@ pub use postgres::PostgresInbox;
 pub use purge::{DEFAULT_PURGE_INTERVAL, DEFAULT_RETENTION, PurgeTask, purge_floor};
 #[cfg(feature = "rabbitmq")]
 pub use rabbitmq::{RabbitMqInbox, RabbitMqInboxBuilder};
+pub use search::{
+    MAX_PATH_DEPTH, MAX_SEARCH_LEN, MAX_SEARCH_TERMS, MAX_SEARCH_VALUE_LEN, Search, SearchError,
+    SearchOp, SearchTerm, Segment,
+};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use sql::{DEFAULT_INBOX_TABLE, SqlInboxBuilder};
 #[cfg(feature = "sqlite")]

@@ -23,6 +23,7 @@ const DIALECT: Dialect = Dialect {
     by_key: " FORCE INDEX (PRIMARY)",
     reap_in_lease: false,
     complete_many: mysql_complete_many,
+    search: super::sql::search::SearchSql::Mysql,
 };
 
 /// The head of the batch completion: the `(?, ?)` pairs follow. MySQL has no

@@ -22,6 +22,7 @@ const DIALECT: Dialect = Dialect {
     by_key: "",
     reap_in_lease: true,
     complete_many: pg_complete_many,
+    search: super::sql::search::SearchSql::Postgres,
 };
 
 /// One statement for the whole batch: the pairs arrive as two arrays,
@@ -214,11 +215,13 @@ impl PostgresInbox {
                 .execute(&mut *tx)
                 .await?;
             let actions = super::sql::actions::create_postgres(&self.sql);
+            let payload = [super::sql::search::create_payload_function(&self.sql.table)];
             for statement in statements
                 .iter()
                 .chain(&activity)
                 .chain(&attempts)
                 .chain(&actions)
+                .chain(&payload)
             {
                 sqlx::query(statement).execute(&mut *tx).await?;
             }

@@ -22,6 +22,7 @@ const DIALECT: Dialect = Dialect {
     by_key: "",
     reap_in_lease: false,
     complete_many: sqlite_complete_many,
+    search: super::sql::search::SearchSql::Sqlite,
 };
 
 /// The head of the batch completion: the pairs follow as `VALUES` rows.

@@ -624,6 +624,7 @@ impl super::Inbox for JetStreamInbox {
     }
 
     async fn dead_letters(&self, filter: &DeadLetterFilter) -> Result<DeadLetterPage, InboxError> {
+        super::search::refuse_in_broker(filter.search.as_ref(), "JetStream")?;
         let s = &self.shared;
         let messages = s.scan(&s.dead, "DEAD").await?;
         let examined = messages.len() as u64;
@@ -797,6 +798,7 @@ impl super::Inbox for JetStreamInbox {
     }
 
     async fn deliveries(&self, filter: &DeliveryFilter) -> Result<DeliveryPage, InboxError> {
+        super::search::refuse_in_broker(filter.search.as_ref(), "JetStream")?;
         let s = &self.shared;
         let items: Vec<Delivery> = match filter.state {
             DeliveryState::Dead => s

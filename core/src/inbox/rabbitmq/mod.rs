@@ -554,6 +554,7 @@ impl super::Inbox for RabbitMqInbox {
     }
 
     async fn dead_letters(&self, filter: &DeadLetterFilter) -> Result<DeadLetterPage, InboxError> {
+        super::search::refuse_in_broker(filter.search.as_ref(), "RabbitMQ")?;
         let s = &self.shared;
         let all = s.dead_letters(false).await?;
         let examined = all.len() as u64;
@@ -687,6 +688,7 @@ impl super::Inbox for RabbitMqInbox {
     }
 
     async fn deliveries(&self, filter: &DeliveryFilter) -> Result<DeliveryPage, InboxError> {
+        super::search::refuse_in_broker(filter.search.as_ref(), "RabbitMQ")?;
         let s = &self.shared;
         let items: Vec<Delivery> = match filter.state {
             DeliveryState::Dead => s

@@ -427,6 +427,11 @@ where
                     &filter.event_type.clone().unwrap_or_default(),
                     &filter.page_size(),
                     &DEAD_LETTER_SCAN_BUDGET,
+                    &filter
+                        .search
+                        .as_ref()
+                        .map(crate::inbox::search::script_spec)
+                        .unwrap_or_default(),
                 ],
             )
             .await?;
@@ -655,6 +660,11 @@ where
                     &filter.delivery_id.clone().unwrap_or_default(),
                     &filter.page_size(),
                     &DELIVERY_SCAN_BUDGET,
+                    &filter
+                        .search
+                        .as_ref()
+                        .map(crate::inbox::search::script_spec)
+                        .unwrap_or_default(),
                 ],
             )
             .await?;

@@ -299,6 +299,7 @@ return fields(ARGV[2], h, 'body')
 const LIST: &str = r"
 local upto, after, akey = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local scheme, kind, limit, budget = ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
+load_search(ARGV[10])
 local pos = redis.call('ZCOUNT', dead, '-inf', '(' .. ARGV[2])
 local skip = false
 if after >= 0 then
@@ -325,7 +326,7 @@ while examined < budget do
     if not skip or score ~= after or bytes_after(k, akey) then
       local h = P .. 'e:' .. k
       local f = redis.call('HMGET', h, 'scheme', 'event_type')
-      if (scheme == '' or f[1] == scheme) and (kind == '' or f[2] == kind) then
+      if (scheme == '' or f[1] == scheme) and (kind == '' or f[2] == kind) and searched(h) then
         table.insert(out, fields(k, h, 'no-body'))
         if #out >= limit then return {out, last, examined} end
       end
@@ -356,6 +357,65 @@ end
 
 /// What a delivery row adds to [`PRELUDE`]'s `fields`: the hash's state,
 /// the due time (the pending set's score, or `''`), the lease end, the clock.
+/// The listing scripts' search (see [`search`](crate::inbox::search)):
+/// `searched(h)` is whether the event's hash matches every term of
+/// `spec` (decoded from a JSON argument, `nil` for none): `err` finds the
+/// text in `last_error`; the others compare the scalar at the path in the
+/// decoded body (numbers as doubles: integers exact up to 2^53).
+const SEARCH: &str = r"
+local spec = nil
+local function load_search(arg)
+  if arg ~= nil and arg ~= '' then spec = cjson.decode(arg) end
+end
+local function scalar_text(v)
+  local t = type(v)
+  if t == 'string' then return v end
+  if t == 'boolean' then return tostring(v) end
+  if t == 'number' then
+    if v == math.floor(v) and math.abs(v) < 9007199254740992 then
+      return string.format('%d', v)
+    end
+    return tostring(v)
+  end
+  return nil
+end
+local function searched(h)
+  if spec == nil then return true end
+  local doc, decoded = nil, false
+  for _, term in ipairs(spec) do
+    local op, path, value = term[1], term[2], term[3]
+    if op == 'err' then
+      local e = redis.call('HGET', h, 'last_error')
+      if not e or not string.find(e, value, 1, true) then return false end
+    else
+      if not decoded then
+        decoded = true
+        local ok, v = pcall(cjson.decode, redis.call('HGET', h, 'body') or '')
+        if ok then doc = v end
+      end
+      local at = doc
+      for _, seg in ipairs(path) do
+        if type(at) ~= 'table' then at = nil break end
+        if type(seg) == 'number' then
+          local v = at[seg + 1]
+          if v == nil then v = at[tostring(seg)] end
+          at = v
+        else
+          at = at[seg]
+        end
+        if at == nil then break end
+      end
+      local s = scalar_text(at)
+      if s == nil then return false end
+      if op == 'eq' and s ~= value then return false end
+      if op == 'ne' and s == value then return false end
+      if op == 'pre' and string.sub(s, 1, #value) ~= value then return false end
+    end
+  end
+  return true
+end
+";
+
 const DELIVERY_PRELUDE: &str = r"
 local function extra(k, h)
   local g = redis.call('HMGET', h, 'state', 'lease_until')
@@ -382,6 +442,7 @@ local from, upto = tonumber(ARGV[4]), tonumber(ARGV[5])
 local after, akey = tonumber(ARGV[6]), ARGV[7]
 local scheme, kind, did = ARGV[8], ARGV[9], ARGV[10]
 local limit, budget = tonumber(ARGV[11]), tonumber(ARGV[12])
+load_search(ARGV[13])
 local code = ({due = '0', retrying = '0', in_flight = '1', completed = '2', dead = '3'})[want]
 local index = P .. 'received'
 if want == 'dead' then index = dead end
@@ -394,7 +455,7 @@ local function matches(k, f)
     if not due then return false end
     if (want == 'due') ~= (tonumber(due) <= now) then return false end
   end
-  return true
+  return searched(P .. 'e:' .. k)
 end
 local pos, skip = 0, false
 if desc then
@@ -496,9 +557,9 @@ impl Scripts {
             stats: s(STATS),
             activity: s(ACTIVITY),
             get: s(GET),
-            list: Script::new(&format!("{PRELUDE}{BYTE_ORDER}{LIST}")),
+            list: Script::new(&format!("{PRELUDE}{BYTE_ORDER}{SEARCH}{LIST}")),
             deliveries: Script::new(&format!(
-                "{PRELUDE}{BYTE_ORDER}{DELIVERY_PRELUDE}{DELIVERIES}"
+                "{PRELUDE}{BYTE_ORDER}{SEARCH}{DELIVERY_PRELUDE}{DELIVERIES}"
             )),
             delivery_get: Script::new(&format!("{PRELUDE}{DELIVERY_PRELUDE}{DELIVERY_GET}")),
             record_attempts: s(RECORD_ATTEMPTS),

@@ -31,6 +31,7 @@
 pub(crate) mod actions;
 pub(crate) mod attempts;
 pub(crate) mod schema;
+pub(crate) mod search;
 
 mod macros;
 mod rows;

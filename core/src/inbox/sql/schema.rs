@@ -73,7 +73,8 @@ pub(crate) fn undefined(error: &sqlx::Error) -> Option<(Undefined, String)> {
     }
     let kind = match db.code().as_deref() {
         Some("42501") => Undefined::Denied,
-        Some("42P01" | "42S02") => Undefined::Table,
+        // 42883: an undefined function (PostgreSQL's search function).
+        Some("42P01" | "42S02" | "42883") => Undefined::Table,
         Some("42703" | "42S22") => Undefined::Column,
         // SQLite: SQLITE_ERROR (1), told apart by its message.
         Some("1") if message.starts_with("no such table") => Undefined::Table,
@@ -209,6 +210,13 @@ macro_rules! schema_check {
                 {
                     let actions = $crate::inbox::sql::actions::table(&self.sql);
                     missing.push(gap("the action log table", &actions, found));
+                }
+                if self.sql.search == $crate::inbox::sql::search::SearchSql::Postgres {
+                    let function = $crate::inbox::sql::search::payload_function_probe(&self.sql.table);
+                    if let Err((found, _)) = self.probe(&function).await? {
+                        let name = $crate::inbox::sql::search::payload_function(&self.sql.table);
+                        missing.push(gap("the search function", &name, found));
+                    }
                 }
                 Ok(Some(missing))
             }

@@ -44,6 +44,8 @@ pub(crate) struct Dialect {
     /// The batch completion, from the quoted table, the clock expression and
     /// the completed state (see [`InboxStatements::complete_many`]).
     pub(crate) complete_many: fn(&str, &str, i64, i64) -> String,
+    /// How a search's conditions are written.
+    pub(crate) search: super::search::SearchSql,
 }
 
 /// The statements of one inbox, formatted once for its table. Each statement
@@ -55,6 +57,8 @@ pub(crate) struct InboxStatements {
     pub(crate) param: fn(usize) -> String,
     /// The dialect's clock expression.
     pub(crate) now: &'static str,
+    /// How a search's conditions are written.
+    pub(crate) search: super::search::SearchSql,
     /// Bound: key, scheme, delivery id, event type, matched key, headers, body, signed at.
     pub(crate) accept: String,
     /// Dead-letters the leases expired on their last attempt, skipping rows
@@ -171,6 +175,7 @@ impl InboxStatements {
             quoted: t.clone(),
             param: p,
             now,
+            search: d.search,
             accept: format!(
                 "INSERT INTO {t} (event_key, scheme, delivery_id, event_type, matched_key, headers, \
                  body, signed_at, received_at, state, attempts, due_at, updated_at) \
@@ -395,11 +400,33 @@ impl InboxStatements {
                 ListParam::Text(after.key.clone()),
             );
         }
+        self.push_search(filter.search.as_ref(), &mut sql, &mut params);
         sql.push_str(&format!(
             " ORDER BY received_at {direction}, event_key {direction} LIMIT {}",
             filter.page_size()
         ));
         (sql, params)
+    }
+
+    /// Appends a search's conditions and their values.
+    fn push_search(
+        &self,
+        search: Option<&crate::inbox::Search>,
+        sql: &mut String,
+        params: &mut Vec<ListParam>,
+    ) {
+        if let Some(search) = search {
+            super::search::push(
+                self.search,
+                &self.table,
+                search,
+                &mut super::search::Builder {
+                    sql,
+                    params,
+                    param: self.param,
+                },
+            );
+        }
     }
 
     /// The listing statement for `filter`, and the values to bind in order.
@@ -453,6 +480,7 @@ impl InboxStatements {
                 ListParam::Text(after.key.clone()),
             );
         }
+        self.push_search(filter.search.as_ref(), &mut sql, &mut params);
         sql.push_str(" ORDER BY received_at, event_key LIMIT ");
         sql.push_str(&filter.page_size().to_string());
         (sql, params)
