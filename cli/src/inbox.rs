@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Args, Subcommand};
 use webhooks_core::inbox::{
     Action as LoggedAction, ActionKind, ActionPage, DeadLetterFilter, Delivery, DeliveryFilter,
-    DeliveryState, Inbox, InboxStats, Transition, inbox_from_url,
+    DeliveryState, Inbox, InboxStats, Search, Transition, inbox_from_url,
 };
 
 use webhooks_core::redact::{DEFAULT_BODY_LIMIT, EventRedaction, Redaction, ShownBody, Surface};
@@ -28,6 +28,7 @@ Examples:
   export WEBHOOKS_INBOX_URL=postgres://app@db/app
   webhooks inbox stats
   webhooks inbox ls --state dead --scheme stripe
+  webhooks inbox ls --where 'data.object.customer = cus_123 and error ~ 502'
   webhooks inbox show 'ns:stripe:evt_123'
   webhooks inbox replay --all --scheme stripe --dry-run
   webhooks inbox replay --all --scheme stripe --yes
@@ -68,6 +69,11 @@ struct Filter {
     /// Only deliveries received at most this long ago (`30m`, `12h`, `7d`).
     #[arg(long, value_name = "AGE", value_parser = parse_age)]
     since: Option<Duration>,
+    /// Only those matching a search: payload values and the last error,
+    /// terms joined by `and` (`data.object.customer = cus_123`, `!=`, `^=`
+    /// for a prefix, `error ~ timed out`).
+    #[arg(long = "where", value_name = "SEARCH", value_parser = parse_search)]
+    search: Option<Search>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -166,6 +172,11 @@ fn parse_header_name(s: &str) -> Result<http::HeaderName, String> {
     http::HeaderName::from_bytes(s.as_bytes()).map_err(|_| format!("not a header name: {s:?}"))
 }
 
+fn parse_search(s: &str) -> Result<Search, String> {
+    s.parse()
+        .map_err(|e: webhooks_core::inbox::SearchError| e.to_string())
+}
+
 fn parse_age(s: &str) -> Result<Duration, String> {
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: u64 = digits
@@ -193,6 +204,9 @@ fn filter_text(filter: &Filter) -> String {
     }
     if let Some(since) = filter.since {
         text.push_str(&format!(" since={}s", since.as_secs()));
+    }
+    if let Some(search) = &filter.search {
+        text.push_str(&format!(" where {search}"));
     }
     if text == "filter:" {
         text.push_str(" every dead letter");
@@ -350,6 +364,7 @@ async fn select(
     query.scheme.clone_from(&filter.scheme);
     query.event_type.clone_from(&filter.event_type);
     query.received_from = filter.since.map(|age| SystemTime::now() - age);
+    query.search.clone_from(&filter.search);
     let mut found = Vec::new();
     loop {
         query.limit = Some(u32::try_from((limit - found.len()).min(1000)).unwrap_or(1000));
@@ -615,6 +630,7 @@ async fn bulk_action(
             query.scheme.clone_from(&bulk.filter.scheme);
             query.event_type.clone_from(&bulk.filter.event_type);
             query.received_from = bulk.filter.since.map(|age| SystemTime::now() - age);
+            query.search.clone_from(&bulk.filter.search);
             query.limit = Some(1000);
             let mut keys = Vec::new();
             loop {
@@ -795,6 +811,7 @@ async fn tail(inbox: &Arc<dyn Inbox>, interval: Duration, out: &Out) -> Result<(
                 scheme: None,
                 event_type: None,
                 since: None,
+                search: None,
             },
             200,
         )

@@ -125,6 +125,27 @@ async fn exercise(url: &str) {
     assert_eq!(listed.as_array().unwrap().len(), 1);
     let (_, listed) = inbox(url, &["ls", "--state", "completed"]);
     assert_eq!(listed[0]["key"], done.as_str());
+    // Issue 34, item 2: --where searches payload values and errors.
+    let (code, found) = inbox(url, &["ls", "--where", "zen ^= Keep it"]);
+    assert_eq!(
+        (code, &found[0]["key"]),
+        (0, &serde_json::json!(dead_github)),
+        "{found}"
+    );
+    assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
+    let (_, found) = inbox(url, &["ls", "--where", "id = evt_1 and error ~ boom"]);
+    assert_eq!(found[0]["key"], dead_stripe.as_str(), "{found}");
+    let (_, found) = inbox(url, &["ls", "--where", "error ~ handler failed"]);
+    assert_eq!(found.as_array().unwrap().len(), 2, "{found}");
+    let (_, found) = inbox(url, &["ls", "--where", "id = evt_2"]);
+    assert_eq!(found, serde_json::json!([]), "evt_2 completed, not dead");
+    let output = support::webhooks()
+        .args(["inbox", "--url", url, "ls", "--where", "data..x = 1"])
+        .output()
+        .unwrap();
+    let (code, _, stderr) = text(&output);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("is not a path"), "{stderr}");
     let (code, shown) = inbox(url, &["show", &dead_stripe]);
     assert_eq!(code, 0);
     assert_eq!(shown["body"], r#"{"id":"evt_1","type":"invoice.paid"}"#);

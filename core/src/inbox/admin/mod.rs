@@ -33,11 +33,11 @@
 //!
 //! | method | path | answer |
 //! |---|---|---|
-//! | `GET` | `/dead-letters?scheme=&event_type=&from=&until=&after=&limit=` | `200 {"items": [...], "next": cursor or null}` (`from`/`until`: Unix seconds; bodies left out) |
+//! | `GET` | `/dead-letters?scheme=&event_type=&from=&until=&q=&after=&limit=` | `200 {"items": [...], "next": cursor or null}` (`from`/`until`: Unix seconds; `q`: a [search](crate::inbox::search) such as `data.object.customer = cus_123 and error ~ 502`, `400` with what is wrong when it does not parse; bodies left out) |
 //! | `GET` | `/dead-letters/{key}` | `200` the dead letter with `body` (UTF-8) or `body_base64` (read-only callers: `"body": null, "body_omitted": "read-only access"`); `404` |
 //! | `POST` | `/dead-letters/{key}/replay` | `200 {"replayed": true}`; `409` when not (or no longer) dead — of concurrent replays one wins |
 //! | `DELETE` | `/dead-letters/{key}` | `204`; `404` |
-//! | `GET` | `/deliveries?state=&order=&scheme=&event_type=&delivery_id=&from=&until=&after=&limit=` | `200 {"items": [...], "next": cursor or null}`: the deliveries in one state (`due` by default, `retrying`, `in_flight`, `dead`, `completed`), `order=newest` (default) or `oldest`, bodies left out ([`parse_delivery_query`]) |
+//! | `GET` | `/deliveries?state=&order=&scheme=&event_type=&delivery_id=&from=&until=&q=&after=&limit=` | `200 {"items": [...], "next": cursor or null}`: the deliveries in one state (`due` by default, `retrying`, `in_flight`, `dead`, `completed`), `order=newest` (default) or `oldest`, bodies left out ([`parse_delivery_query`]) |
 //! | `GET` | `/deliveries/{key}` | `200` the delivery in any state, with `state` and `body` (UTF-8) or `body_base64` (as for a dead letter); `404` |
 //! | `GET` | `/stats` | `200 {"pending", "due", "oldest_due_age_ms", "in_flight", "dead", "completed", "paused"}` |
 //! | `GET` | `/activity?minutes=` | `200 {"minutes": [{"start", "accepted", "completed", "failed"}, ...], "totals": {"accepted", "completed", "failed"}}`: per minute, oldest first, the last the current minute (`start`: Unix seconds; `minutes`: 1 to 60, default 60; [`Inbox::activity`]) |

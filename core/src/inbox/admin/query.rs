@@ -2,13 +2,30 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::inbox::{DeliveryCursor, DeliveryFilter};
+use crate::inbox::{DeliveryCursor, DeliveryFilter, Search};
+
+/// The search in `q` (see [`Search`]); `None` when absent or blank.
+///
+/// # Errors
+///
+/// What is wrong with it, for a `400`.
+pub(crate) fn search_of(value: Option<&str>) -> Result<Option<Search>, String> {
+    match value.filter(|v| !v.trim().is_empty()) {
+        None => Ok(None),
+        Some(text) => text.parse().map(Some).map_err(|e| format!("q: {e}")),
+    }
+}
+
+/// The static refusal of a malformed `q` (the routes answer
+/// [`search_of`]'s detailed one first).
+const BAD_SEARCH: &str = "q is not a search (see the search syntax in docs/inbox.md)";
 
 /// Parses the query of `GET /deliveries` (also the console's list page):
 /// `state` (`due` by default, `retrying`, `in_flight`, `dead`,
 /// `completed`), `order` (`newest` by default, `oldest`), `scheme`,
 /// `event_type`, `delivery_id` (empty means any), `from` / `until` (Unix
-/// seconds), `after` (a [`DeliveryCursor`] of the same order), `limit`.
+/// seconds), `after` (a [`DeliveryCursor`] of the same order), `limit`,
+/// `q` (a [`Search`]: `data.object.customer = cus_123 and error ~ 502`).
 /// Unknown names are ignored; a later repetition of a name is ignored.
 ///
 /// # Errors
@@ -53,6 +70,7 @@ pub(crate) fn delivery_filter_from<'q>(
         scheme: text("scheme"),
         event_type: text("event_type"),
         delivery_id: text("delivery_id"),
+        search: search_of(get("q")).map_err(|_| BAD_SEARCH)?,
         ..DeliveryFilter::default()
     };
     if let Some(state) = get("state") {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::access::Caller;
 use super::answers::{dead_json, delivery_json};
-use super::query::{parse_delivery_query, parse_query, percent_decode};
+use super::query::{parse_delivery_query, parse_query, percent_decode, search_of};
 use super::{AdminConfig, AdminResponse};
 use crate::inbox::actions::{self, Action, ActionKind};
 use crate::inbox::{DeadLetterCursor, DeadLetterFilter, Inbox, InboxError, Transition};
@@ -218,6 +218,9 @@ pub(super) async fn route(
         if method != Method::GET {
             return Ok(not_allowed());
         }
+        if let Err(error) = search_of(get("q")) {
+            return Ok(AdminResponse::error(StatusCode::BAD_REQUEST, &error));
+        }
         let filter = match parse_delivery_query(query) {
             Ok(filter) => filter,
             Err(error) => return Ok(AdminResponse::error(StatusCode::BAD_REQUEST, error)),
@@ -257,6 +260,10 @@ pub(super) async fn route(
             event_type: get("event_type").map(str::to_owned),
             ..DeadLetterFilter::default()
         };
+        match search_of(get("q")) {
+            Ok(search) => filter.search = search,
+            Err(error) => return Ok(AdminResponse::error(StatusCode::BAD_REQUEST, &error)),
+        }
         for (name, slot) in [
             ("from", &mut filter.received_from),
             ("until", &mut filter.received_until),

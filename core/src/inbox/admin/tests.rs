@@ -533,6 +533,86 @@ async fn actions_are_logged_with_the_caller() {
     assert_eq!(post.status, StatusCode::METHOD_NOT_ALLOWED);
 }
 
+/// Issue 34, item 2: `q` searches payload values and the last error, on
+/// both listings; a malformed one is a 400 saying what is wrong.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn listings_search_with_q() {
+    use crate::inbox::{ClaimToken, NewEvent};
+
+    let inbox = inbox().await;
+    for (key, customer) in [("a", "cus_1"), ("b", "cus_2"), ("c", "cus_1")] {
+        let body = format!(r#"{{"data":{{"object":{{"customer":"{customer}"}}}}}}"#);
+        inbox
+            .accept(&NewEvent::new(key, "stripe", body))
+            .await
+            .unwrap();
+    }
+    let token = ClaimToken::random();
+    inbox
+        .lease(token, 3, Duration::from_secs(30), 5)
+        .await
+        .unwrap();
+    for (key, error) in [
+        ("a", "upstream said 502"),
+        ("b", "upstream said 502"),
+        ("c", "timed out"),
+    ] {
+        inbox.dead_letter(key, token, error).await.unwrap();
+    }
+    let config = AdminConfig::default();
+    let keys = |answer: &AdminResponse| -> Vec<String> {
+        answer.body["items"]
+            .as_array()
+            .unwrap_or(&Vec::new())
+            .iter()
+            .map(|item| item["key"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    let q = "q=data.object.customer+%3D+cus_1+and+error+~+502";
+    let dead = call(
+        &inbox,
+        &config,
+        ops(),
+        Method::GET,
+        &format!("/dead-letters?{q}"),
+        &[],
+    )
+    .await;
+    assert_eq!(dead.status, StatusCode::OK, "{}", dead.body);
+    assert_eq!(keys(&dead), ["a"]);
+    let listed = call(
+        &inbox,
+        &config,
+        ops(),
+        Method::GET,
+        &format!("/deliveries?state=dead&order=oldest&q=data.object.customer+%3D+cus_1"),
+        &[],
+    )
+    .await;
+    assert_eq!(keys(&listed), ["a", "c"]);
+    for target in [
+        "/dead-letters?q=data..x+%3D+1",
+        "/deliveries?state=dead&q=data..x+%3D+1",
+    ] {
+        let bad = call(&inbox, &config, ops(), Method::GET, target, &[]).await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{target}");
+        let reason = bad.body["error"].as_str().unwrap_or("");
+        assert!(reason.contains("not a path"), "{target}: {reason}");
+    }
+    // Blank is no search.
+    let all = call(
+        &inbox,
+        &config,
+        ops(),
+        Method::GET,
+        "/dead-letters?q=+",
+        &[],
+    )
+    .await;
+    assert_eq!(keys(&all).len(), 3);
+}
+
 /// Issue 22: the per-minute series, for read-only callers too.
 #[cfg(feature = "sqlite")]
 #[tokio::test]
