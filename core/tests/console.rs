@@ -1093,3 +1093,94 @@ async fn actions_are_in_the_action_log() {
     .await;
     assert_eq!(post_page.status, StatusCode::METHOD_NOT_ALLOWED);
 }
+
+/// Issue 34, item 2: the dead-letter and delivery pages search payload
+/// values and errors (`q`), a bulk action by filter keeps the search (and
+/// the action log says so), and a malformed search is a 400 saying why.
+#[tokio::test]
+async fn pages_search_payloads_and_errors() {
+    let inbox = inbox().await;
+    dead(
+        &inbox,
+        "in_1",
+        "invoice.paid",
+        "msg_1",
+        r#"{"data":{"object":{"customer":"cus_1"}}}"#,
+    )
+    .await;
+    dead(
+        &inbox,
+        "in_2",
+        "invoice.paid",
+        "msg_2",
+        r#"{"data":{"object":{"customer":"cus_2"}}}"#,
+    )
+    .await;
+    dead(
+        &inbox,
+        "in_3",
+        "invoice.paid",
+        "msg_3",
+        r#"{"data":{"object":{"customer":"cus_1"}}}"#,
+    )
+    .await;
+    let console = Console::new(Arc::clone(&inbox));
+    let q = "q=data.object.customer+%3D+cus_1";
+    for (path, query) in [
+        ("/dead", q.to_owned()),
+        ("/deliveries", format!("state=dead&{q}")),
+    ] {
+        let page = get(&console, admin(), path, Some(&query)).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        let html = text(&page);
+        assert!(
+            html.contains("in_1") && html.contains("in_3"),
+            "{path}: {html}"
+        );
+        assert!(!html.contains("in_2"), "{path}");
+        assert!(
+            html.contains("value=\"data.object.customer = cus_1\""),
+            "{path}: the box keeps it"
+        );
+    }
+    let bad = get(&console, admin(), "/dead", Some("q=data..x+%3D+1")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(text(&bad).contains("not a path"), "{}", text(&bad));
+    let bad = get(&console, admin(), "/deliveries", Some("q=nothing")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(text(&bad).contains("no operator"), "{}", text(&bad));
+    // The bulk confirmation counts the search's matches and carries it.
+    let confirm = get(
+        &console,
+        admin(),
+        "/dead/bulk",
+        Some(&format!("action=discard&{q}")),
+    )
+    .await;
+    let html = text(&confirm);
+    assert!(html.contains("Discard 2 dead letters"), "{html}");
+    assert!(
+        html.contains("name=\"q\" value=\"data.object.customer = cus_1\""),
+        "{html}"
+    );
+    let csrf = token(html);
+    let bulk = form(&[
+        ("csrf", &csrf),
+        ("action", "discard"),
+        ("q", "data.object.customer = cus_1"),
+    ]);
+    let answer = post(&console, admin(), "/bulk", &bulk, &[("origin", ORIGIN)]).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", text(&answer));
+    let left: Vec<String> = inbox
+        .dead_letters(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|d| d.meta.key)
+        .collect();
+    assert_eq!(left, ["in_2"]);
+    let log = inbox.actions(None, 1).await.unwrap().actions;
+    assert_eq!(log[0].target, "filter: where data.object.customer = cus_1");
+    assert_eq!(log[0].count, 2);
+}

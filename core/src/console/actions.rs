@@ -73,7 +73,7 @@ impl Console {
                     after: None,
                     ..filter
                 },
-                Err(reason) => return Ok(bad_request(view.base, reason)),
+                Err(reason) => return Ok(bad_request(view.base, &reason)),
             };
             let found = self
                 .collect(&filter, self.inner.bulk_limit as usize, |_| true)
@@ -182,6 +182,11 @@ fn filter_text(form: &[(String, String)]) -> String {
             text.push_str(value);
             any = true;
         }
+    }
+    if let Some(search) = field(form, "q").and_then(|q| q.parse::<crate::inbox::Search>().ok()) {
+        text.push_str(" where ");
+        text.push_str(&search.to_string());
+        any = true;
     }
     if !any {
         text.push_str(" every dead letter");

@@ -513,7 +513,7 @@ impl Console {
     ) -> Result<ConsoleResponse, InboxError> {
         let filter = match list_filter(query) {
             Ok(filter) => filter,
-            Err(reason) => return Ok(bad_request(view.base, reason)),
+            Err(reason) => return Ok(bad_request(view.base, &reason)),
         };
         let delivery = field(query, "delivery_id").filter(|v| !v.is_empty());
         let page = if let Some(wanted) = delivery {
@@ -639,7 +639,7 @@ impl Console {
                 after: None,
                 ..filter
             },
-            Err(reason) => return Ok(bad_request(view.base, reason)),
+            Err(reason) => return Ok(bad_request(view.base, &reason)),
         };
         let found = self
             .collect(&filter, self.inner.bulk_limit as usize, |_| true)
@@ -742,7 +742,7 @@ impl Console {
     ) -> Result<ConsoleResponse, InboxError> {
         let filter = match delivery_filter(query) {
             Ok(filter) => filter,
-            Err(reason) => return Ok(bad_request(view.base, reason)),
+            Err(reason) => return Ok(bad_request(view.base, &reason)),
         };
         let page = self.inner.inbox.deliveries(&filter).await?;
         let params = list_params(query);

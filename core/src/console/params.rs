@@ -9,13 +9,16 @@ use super::render;
 
 /// The deliveries page's filter: `state`, `order` (`newest` by default),
 /// the list's filters (from / until as UTC times), the cursor; pages of 50.
-pub(super) fn delivery_filter(query: &[(String, String)]) -> Result<DeliveryFilter, &'static str> {
+pub(super) fn delivery_filter(query: &[(String, String)]) -> Result<DeliveryFilter, String> {
+    // The search's own message first (the shared reader's is generic).
+    crate::inbox::admin::search_of(field(query, "q"))?;
     // An empty form field means "any", `state` and `order` included.
     let mut filter = crate::inbox::admin::delivery_filter_from(
         |name| field(query, name).filter(|v| !v.is_empty()),
         parse_utc,
         "from and until are UTC times: 2026-12-01T15:30",
-    )?;
+    )
+    .map_err(str::to_owned)?;
     filter.limit = Some(50);
     Ok(filter)
 }
@@ -45,7 +48,7 @@ pub(super) fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a 
         .map(|(_, v)| v.as_str())
 }
 
-pub(super) fn list_filter(query: &[(String, String)]) -> Result<DeadLetterFilter, &'static str> {
+pub(super) fn list_filter(query: &[(String, String)]) -> Result<DeadLetterFilter, String> {
     let non_empty = |name| {
         field(query, name)
             .filter(|v| !v.is_empty())
@@ -54,6 +57,7 @@ pub(super) fn list_filter(query: &[(String, String)]) -> Result<DeadLetterFilter
     let mut filter = DeadLetterFilter {
         scheme: non_empty("scheme"),
         event_type: non_empty("event_type"),
+        search: crate::inbox::admin::search_of(field(query, "q"))?,
         limit: Some(50),
         ..DeadLetterFilter::default()
     };
@@ -69,7 +73,7 @@ pub(super) fn list_filter(query: &[(String, String)]) -> Result<DeadLetterFilter
         filter.after = Some(
             after
                 .parse::<DeadLetterCursor>()
-                .map_err(|_| "malformed cursor")?,
+                .map_err(|_| "malformed cursor".to_owned())?,
         );
     }
     Ok(filter)
@@ -84,6 +88,7 @@ pub(super) fn list_params(query: &[(String, String)]) -> render::ListParams<'_> 
         delivery_id: get("delivery_id"),
         from: get("from"),
         until: get("until"),
+        q: get("q"),
     }
 }
 

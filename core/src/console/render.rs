@@ -33,6 +33,8 @@ pub(super) struct ListParams<'a> {
     pub(super) delivery_id: &'a str,
     pub(super) from: &'a str,
     pub(super) until: &'a str,
+    /// The search (see [`crate::inbox::Search`]).
+    pub(super) q: &'a str,
 }
 
 impl ListParams<'_> {
@@ -45,6 +47,7 @@ impl ListParams<'_> {
             ("delivery_id", self.delivery_id),
             ("from", self.from),
             ("until", self.until),
+            ("q", self.q),
         ] {
             if !value.is_empty() {
                 out.append_pair(name, value);
@@ -57,7 +60,8 @@ impl ListParams<'_> {
         !(self.scheme.is_empty()
             && self.event_type.is_empty()
             && self.from.is_empty()
-            && self.until.is_empty())
+            && self.until.is_empty()
+            && self.q.trim().is_empty())
     }
 
     /// The filter for a bulk action (no delivery id, no cursor).
@@ -68,6 +72,7 @@ impl ListParams<'_> {
             ("event_type", self.event_type),
             ("from", self.from),
             ("until", self.until),
+            ("q", self.q),
         ])
     }
 }
@@ -389,6 +394,7 @@ pub(super) fn dead_list(
             label { "delivery id or key" input type="text" name="delivery_id" value=(params.delivery_id); }
             label { "received from (UTC)" input type="datetime-local" name="from" value=(params.from); }
             label { "until (UTC)" input type="datetime-local" name="until" value=(params.until); }
+            label.search { "search " small.muted { "data.object.customer = cus_123 and error ~ 502" } input type="search" name="q" value=(params.q) placeholder="payload.path = value and error ~ text"; }
             button type="submit" { "Filter" }
             a.button.secondary href={ (base) "/dead" } { "Clear" }
         }
@@ -721,6 +727,7 @@ pub(super) fn deliveries(
             label { "delivery id" input type="text" name="delivery_id" value=(params.delivery_id); }
             label { "received from (UTC)" input type="datetime-local" name="from" value=(params.from); }
             label { "until (UTC)" input type="datetime-local" name="until" value=(params.until); }
+            label.search { "search " small.muted { "data.object.customer = cus_123 and error ~ 502" } input type="search" name="q" value=(params.q) placeholder="payload.path = value and error ~ text"; }
             button type="submit" { "Filter" }
             a.button.secondary href=(link(state, order)) { "Clear" }
         }
@@ -903,6 +910,7 @@ pub(super) fn bulk_confirm(
                     input type="hidden" name="event_type" value=(params.event_type);
                     input type="hidden" name="from" value=(params.from);
                     input type="hidden" name="until" value=(params.until);
+                    input type="hidden" name="q" value=(params.q);
                     input type="hidden" name="back" value=(params.query());
                     div.actions {
                         button.danger[action == "discard"] #confirm type="submit" { (if action == "replay" { "Replay " } else { "Discard " }) (count) " dead letters" }

@@ -128,9 +128,9 @@ use serde_json::{Value, json};
 use super::Inbox;
 pub use access::Access;
 pub use config::AdminConfig;
-#[cfg(feature = "console")]
-pub(crate) use query::delivery_filter_from;
 pub use query::parse_delivery_query;
+#[cfg(feature = "console")]
+pub(crate) use query::{delivery_filter_from, search_of};
 
 /// `webhooks_admin_actions_total`: events affected by admin API actions,
 /// labelled `action` (`replay`, `discard`, `purge`), and pause / resume
