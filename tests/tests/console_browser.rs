@@ -4,106 +4,24 @@
 //!
 //! Without `/usr/bin/chromedriver` (or `CHROMEDRIVER`) the test skips with a
 //! message, except under `CI=true`, where it fails. With
-//! `WEBHOOKS_CONSOLE_SCREENSHOTS=<dir>` it saves the overview and detail
-//! pages, the list and the paused overview there (how `docs/console/*.png`
-//! are made).
+//! `WEBHOOKS_CONSOLE_SCREENSHOTS=<dir>` it saves the paused overview and
+//! the in-flight and completed tabs there (the other `docs/console/*.png`,
+//! with realistic deliveries, come from `console_operations.rs`).
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fantoccini::{Client, ClientBuilder, Locator};
+mod browser;
+
+use browser::*;
+use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
-use webhooks_core::console::Access;
 use webhooks_core::inbox::{Inbox, Job, NewEvent, Shutdown, SqliteInbox, Worker};
 
-const MOUNT: &str = "/ops/webhooks";
 const XSS_ID: &str = "<script>window.__xss='id'</script>";
 const XSS_TYPE: &str = "\"><img src=x onerror=\"window.__xss='type'\">";
-
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
-}
-
-fn chromedriver() -> Option<String> {
-    let path = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
-    if std::path::Path::new(&path).exists() {
-        return Some(path);
-    }
-    assert!(
-        !ci(),
-        "CI=true but {path} is missing: .ci/run installs chromium and chromium-driver"
-    );
-    eprintln!(
-        "skipping the console browser test: no {path} (apt-get install chromium chromium-driver)"
-    );
-    None
-}
-
-/// Who the test's `authorize` says a request is: a `role=reader` cookie
-/// makes it read-only, anything else an admin.
-fn role(cookie: Option<&str>) -> Access {
-    if cookie.is_some_and(|c| c.contains("role=reader")) {
-        Access::ReadOnly("reader".into())
-    } else {
-        Access::Admin("ada@ops".into())
-    }
-}
-
-struct Driver {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_driver(path: &str) -> Driver {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(path)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chromedriver starts");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "chromedriver did not listen");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Driver { child, port }
-}
-
-async fn browser(driver: &Driver) -> Client {
-    let mut caps = serde_json::Map::new();
-    let binary = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": binary,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,1240", "--force-device-scale-factor=1"],
-        }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a WebDriver session")
-}
 
 /// An SQLite inbox, a worker whose handler fails while `failing` is set
 /// (one attempt: failures are dead letters at once), and three events.
@@ -255,54 +173,6 @@ async fn fixture(backend: &str, name: &str) -> Option<Fixture> {
     })
 }
 
-async fn wait_until<F, Fut>(what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn start_axum(inbox: Arc<dyn Inbox>) -> SocketAddr {
-    let console = tower_webhooks::Console::new(inbox)
-        .authorize(|request| role(request.headers.get("cookie").and_then(|v| v.to_str().ok())));
-    let app = axum::Router::new().nest_service(MOUNT, console);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
-}
-
-fn start_actix(inbox: Arc<dyn Inbox>) -> SocketAddr {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        actix_web::rt::System::new().block_on(async move {
-            let server = actix_web::HttpServer::new(move || {
-                let console =
-                    actix_webhooks::Console::new(Arc::clone(&inbox)).authorize(|request| {
-                        role(
-                            request
-                                .headers()
-                                .get("cookie")
-                                .and_then(|v| v.to_str().ok()),
-                        )
-                    });
-                actix_web::App::new().service(actix_webhooks::console(MOUNT, console))
-            })
-            .workers(1)
-            .bind("127.0.0.1:0")
-            .unwrap();
-            tx.send(server.addrs()[0]).unwrap();
-            let _ = server.run().await;
-        });
-    });
-    rx.recv().unwrap()
-}
-
 /// A page on another origin whose form posts to the console, with a valid
 /// token copied in: only the Origin / Sec-Fetch-Site checks can refuse it.
 async fn start_evil(target: String) -> SocketAddr {
@@ -317,50 +187,6 @@ async fn start_evil(target: String) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     addr
-}
-
-/// The number of dead-letter rows once the page shows `expected` (pages
-/// load after a click asynchronously), or what it shows after 10 s.
-async fn rows(client: &Client, expected: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = client
-            .find_all(Locator::Css("tr.dead-letter"))
-            .await
-            .map_or(usize::MAX, |r| r.len());
-        if n == expected || Instant::now() > deadline {
-            return n;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The text of the first element matching `css`, waiting for it to appear.
-async fn text(client: &Client, css: &str) -> String {
-    client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
-/// Waits until the page's text contains `needle`, and returns the text.
-async fn page_with(client: &Client, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let body = match client.find(Locator::Css("body")).await {
-            Ok(body) => body.text().await.unwrap_or_default(),
-            Err(_) => String::new(),
-        };
-        if body.contains(needle) || Instant::now() > deadline {
-            return body;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn journey(
@@ -379,13 +205,6 @@ async fn journey(
     client.goto(&format!("{base}/")).await.unwrap();
     assert_eq!(text(client, "div.card.bad div.n").await, "3", "{framework}");
     assert!(client.find(Locator::Css("svg.chart")).await.is_ok());
-    if let Some(dir) = &shots {
-        std::fs::write(
-            format!("{dir}/overview.png"),
-            client.screenshot().await.unwrap(),
-        )
-        .unwrap();
-    }
 
     // They appear in the list; filter by event type.
     client
@@ -396,13 +215,6 @@ async fn journey(
         .await
         .unwrap();
     assert_eq!(rows(client, 3).await, 3, "{framework}");
-    if let Some(dir) = &shots {
-        std::fs::write(
-            format!("{dir}/dead-letters.png"),
-            client.screenshot().await.unwrap(),
-        )
-        .unwrap();
-    }
     let filter = client
         .find(Locator::Css("input[name=event_type]"))
         .await
@@ -436,13 +248,6 @@ async fn journey(
         !page.contains("K5oZfzN95Z9UVu1"),
         "{framework}: the signature is redacted"
     );
-    if let Some(dir) = &shots {
-        std::fs::write(
-            format!("{dir}/detail.png"),
-            client.screenshot().await.unwrap(),
-        )
-        .unwrap();
-    }
 
     // Replay it from the page: it completes and leaves the dead list.
     fixture.failing.store(false, Ordering::SeqCst);
