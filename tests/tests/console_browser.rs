@@ -4,9 +4,9 @@
 //!
 //! Without `/usr/bin/chromedriver` (or `CHROMEDRIVER`) the test skips with a
 //! message, except under `CI=true`, where it fails. With
-//! `WEBHOOKS_CONSOLE_SCREENSHOTS=<dir>` it saves the paused overview and
-//! the in-flight and completed tabs there (the other `docs/console/*.png`,
-//! with realistic deliveries, come from `console_operations.rs`).
+//! `WEBHOOKS_CONSOLE_SCREENSHOTS=<dir>` it saves the in-flight tab there
+//! (the other `docs/console/*.png`, with realistic deliveries, come from
+//! `console_operations.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -357,13 +357,6 @@ async fn journey(
         "1",
         "{framework}: depth"
     );
-    if let Some(dir) = &shots {
-        std::fs::write(
-            format!("{dir}/overview-paused.png"),
-            client.screenshot().await.unwrap(),
-        )
-        .unwrap();
-    }
     client
         .find(Locator::Id("resume"))
         .await
@@ -780,13 +773,6 @@ async fn journey(
         usize::try_from(completed).unwrap() + 2,
         "{framework}"
     );
-    if let Some(dir) = &shots {
-        std::fs::write(
-            format!("{dir}/deliveries-completed.png"),
-            client.screenshot().await.unwrap(),
-        )
-        .unwrap();
-    }
     // One of them in detail: its state, its body (admin).
     client
         .find(Locator::Css("tr.delivery a.open"))

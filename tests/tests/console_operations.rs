@@ -274,6 +274,8 @@ async fn journey(
         .click()
         .await
         .unwrap();
+    // The new page (the previous one had two rows too).
+    page_with(client, "inventory service timed out").await;
     assert_eq!(rows(client, 2).await, 2, "{framework}: searched by error");
     let page = client.source().await.unwrap();
     assert!(
@@ -292,6 +294,11 @@ async fn journey(
     assert_eq!(
         text(client, "#confirm").await,
         "Replay 2 dead letters",
+        "{framework}"
+    );
+    assert_eq!(
+        text(client, "code#search").await,
+        "error ~ timed out",
         "{framework}"
     );
     shoot(client, shots, "bulk-confirm").await;
@@ -370,6 +377,56 @@ async fn journey(
         "{framework}: {first}"
     );
     shoot(client, shots, "actions").await;
+
+    // The completed deliveries, newest first.
+    client
+        .goto(&format!("{base}/deliveries?state=completed"))
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .find_all(Locator::Css("tr.delivery"))
+            .await
+            .unwrap()
+            .len(),
+        5,
+        "{framework}"
+    );
+    shoot(client, shots, "deliveries-completed").await;
+
+    // Paused from the overview, then resumed; both in the log.
+    client.goto(&format!("{base}/")).await.unwrap();
+    client
+        .find(Locator::Id("pause"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    page_with(client, "Processing paused").await;
+    assert_eq!(
+        text(client, "#processing .badge").await,
+        "Paused",
+        "{framework}"
+    );
+    client.goto(&format!("{base}/")).await.unwrap();
+    shoot(client, shots, "overview-paused").await;
+    client
+        .find(Locator::Id("resume"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    page_with(client, "Processing resumed").await;
+    let log = fixture.inbox.actions(None, 2).await.unwrap().actions;
+    let kinds: Vec<ActionKind> = log.iter().map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        [ActionKind::Resume, ActionKind::Pause],
+        "{framework}"
+    );
+    assert!(log.iter().all(|a| a.who == "ada@ops" && a.via == "console"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -894,6 +894,7 @@ pub(super) fn bulk_confirm(
                 @if !params.event_type.is_empty() { " event type " code { (params.event_type) } }
                 @if !params.from.is_empty() { " received from " code { (params.from) } }
                 @if !params.until.is_empty() { " until " code { (params.until) } }
+                @if !params.q.trim().is_empty() { " the search " code #search { (params.q) } }
                 @if !params.filtered() { " (no filter: all of them)" }
                 @if counted == Counted::Capped { " among the oldest 10,000 examined" }
                 "."
