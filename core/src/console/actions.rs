@@ -3,7 +3,7 @@
 //! the log's page (`/actions`).
 
 use super::params::{field, list_filter, parse_duration};
-use super::{ACTIONS, Console, ConsoleResponse, bad_request, render};
+use super::{Console, ConsoleResponse, bad_request, render};
 use crate::inbox::actions::{self, Action, ActionKind};
 use crate::inbox::{DeadLetterFilter, InboxError, Transition};
 
@@ -219,7 +219,7 @@ impl BulkAction {
 
 fn count(action: &'static str, scope: &'static str, n: u64) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(ACTIONS, "action" => action, "scope" => scope).increment(n);
+    metrics::counter!(super::ACTIONS, "action" => action, "scope" => scope).increment(n);
     #[cfg(not(feature = "metrics"))]
     let _ = (action, scope, n);
 }

@@ -92,6 +92,7 @@ impl ActionKind {
 
     /// The kind of a stored name read back: [`Unknown`](Self::Unknown) for
     /// one this version does not know.
+    #[cfg_attr(not(any(feature = "_sql", feature = "redis")), allow(dead_code))]
     pub(crate) fn read(name: &str) -> Self {
         Self::parse(name).unwrap_or(Self::Unknown)
     }
@@ -185,6 +186,7 @@ pub struct ActionPage {
 impl ActionPage {
     /// A page of `rows` read with `limit`: at most `limit` entries, and the
     /// cursor when the store had more (it is asked for `limit + 1`).
+    #[cfg_attr(not(any(feature = "_sql", feature = "redis")), allow(dead_code))]
     pub(crate) fn of(mut rows: Vec<Action>, limit: u32) -> Self {
         let limit = limit as usize;
         let more = rows.len() > limit;
@@ -202,6 +204,7 @@ impl ActionPage {
 }
 
 /// The page size a caller asked for, within `1..=`[`MAX_ACTIONS_PAGE`].
+#[cfg_attr(not(any(feature = "_sql", feature = "redis")), allow(dead_code))]
 pub(crate) fn page_size(limit: u32) -> u32 {
     limit.clamp(1, MAX_ACTIONS_PAGE)
 }
@@ -275,17 +278,20 @@ pub(crate) fn at_ms(action: &Action) -> i64 {
 }
 
 /// The time of stored milliseconds.
+#[cfg_attr(not(any(feature = "_sql", feature = "redis")), allow(dead_code))]
 pub(crate) fn from_ms(ms: i64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// The oldest time kept when recording at `at`, in ms.
+#[cfg_attr(not(any(feature = "_sql", feature = "redis")), allow(dead_code))]
 pub(crate) fn cutoff_ms(action: &Action) -> i64 {
     let retention = i64::try_from(ACTION_LOG_RETENTION.as_millis()).unwrap_or(i64::MAX);
     at_ms(action).saturating_sub(retention)
 }
 
 /// An entry read back from its stored columns.
+#[cfg_attr(not(any(feature = "_sql", feature = "redis")), allow(dead_code))]
 pub(crate) fn read(
     id: i64,
     at: i64,

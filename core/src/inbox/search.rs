@@ -183,6 +183,7 @@ pub(crate) fn refuse_in_broker(
 }
 
 /// The path as SQLite and MySQL read it: `$."data"."items"[0]`.
+#[cfg_attr(not(feature = "_sql"), allow(dead_code))]
 pub(crate) fn json_path(path: &[Segment]) -> String {
     let mut out = String::from("$");
     for segment in path {
@@ -203,6 +204,7 @@ pub(crate) fn json_path(path: &[Segment]) -> String {
 }
 
 /// The path as PostgreSQL's `#>` reads it: `{data,items,0}`.
+#[cfg_attr(not(feature = "_sql"), allow(dead_code))]
 pub(crate) fn pg_path(path: &[Segment]) -> String {
     let keys: Vec<String> = path
         .iter()
@@ -219,6 +221,7 @@ pub(crate) fn pg_path(path: &[Segment]) -> String {
 /// number or boolean it spells when it spells one. An index segment
 /// becomes a one-element array (containment then matches any element; the
 /// exact comparison that follows keeps the indexed one).
+#[cfg_attr(not(feature = "_sql"), allow(dead_code))]
 pub(crate) fn containments(path: &[Segment], value: &str) -> Vec<String> {
     let mut leaves = vec![serde_json::Value::String(value.to_owned())];
     if let Ok(number) = value.parse::<serde_json::Number>() {
@@ -251,6 +254,7 @@ pub(crate) fn containments(path: &[Segment], value: &str) -> Vec<String> {
 /// The terms as Redis' listing scripts read them: a JSON array of
 /// `[op, [key or index, ...], value]` (`op`: `eq`, `ne`, `pre`, `err`;
 /// an index as a number).
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) fn script_spec(search: &Search) -> String {
     let terms: Vec<serde_json::Value> = search
         .terms

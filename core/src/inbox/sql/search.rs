@@ -11,8 +11,13 @@
 use super::ListParam;
 use crate::inbox::search::{self, Search, SearchOp, SearchTerm};
 
-/// Which dialect writes the conditions.
+/// Which dialect writes the conditions (a build has the variants of its
+/// SQL features).
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 pub(crate) enum SearchSql {
     Sqlite,
     Postgres,
