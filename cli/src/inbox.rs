@@ -611,7 +611,7 @@ async fn actions(
     if let Some(next) = page.next {
         out.line(paint(
             HINT,
-            &format!("older: webhooks inbox actions --before {next}"),
+            format!("older: webhooks inbox actions --before {next}"),
         ));
     }
     Ok(())

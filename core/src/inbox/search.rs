@@ -224,10 +224,10 @@ pub(crate) fn pg_path(path: &[Segment]) -> String {
 #[cfg_attr(not(feature = "_sql"), allow(dead_code))]
 pub(crate) fn containments(path: &[Segment], value: &str) -> Vec<String> {
     let mut leaves = vec![serde_json::Value::String(value.to_owned())];
-    if let Ok(number) = value.parse::<serde_json::Number>() {
-        if number.to_string() == value {
-            leaves.push(serde_json::Value::Number(number));
-        }
+    if let Ok(number) = value.parse::<serde_json::Number>()
+        && number.to_string() == value
+    {
+        leaves.push(serde_json::Value::Number(number));
     }
     if let Ok(flag) = value.parse::<bool>() {
         leaves.push(serde_json::Value::Bool(flag));

@@ -558,7 +558,10 @@ async fn listings_search_with_q() {
         ("b", "upstream said 502"),
         ("c", "timed out"),
     ] {
-        inbox.dead_letter(key, token, error).await.unwrap();
+        assert_eq!(
+            inbox.dead_letter(key, token, error).await.unwrap(),
+            Transition::Applied
+        );
     }
     let config = AdminConfig::default();
     let keys = |answer: &AdminResponse| -> Vec<String> {
@@ -586,7 +589,7 @@ async fn listings_search_with_q() {
         &config,
         ops(),
         Method::GET,
-        &format!("/deliveries?state=dead&order=oldest&q=data.object.customer+%3D+cus_1"),
+        "/deliveries?state=dead&order=oldest&q=data.object.customer+%3D+cus_1",
         &[],
     )
     .await;
