@@ -735,7 +735,7 @@ pub trait Inbox: Send + Sync + 'static {
     /// module](crate::inbox::actions)) and deletes the entries older than
     /// [`ACTION_LOG_RETENTION`]; the store assigns the entry's
     /// [`id`](Action::id). Callers usually go through
-    /// [`actions::record`](crate::inbox::actions::record), which logs a
+    /// [`actions::record`], which logs a
     /// failure instead of returning it.
     ///
     /// The default keeps nothing ([`keeps_actions`](Self::keeps_actions)
