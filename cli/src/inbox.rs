@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
+use webhooks_core::inbox::bulk::{self, BulkAction};
 use webhooks_core::inbox::{
     Action as LoggedAction, ActionKind, ActionPage, DeadLetterFilter, Delivery, DeliveryFilter,
     DeliveryState, Inbox, InboxStats, Search, Transition, inbox_from_url,
@@ -166,6 +167,10 @@ struct Bulk {
     /// Do it without asking.
     #[arg(long)]
     yes: bool,
+    /// With --all: change at most this many (the oldest first; run again
+    /// for the rest).
+    #[arg(long, default_value_t = bulk::DEFAULT_BULK_LIMIT, requires = "all")]
+    limit: u32,
 }
 
 fn parse_header_name(s: &str) -> Result<http::HeaderName, String> {
@@ -190,28 +195,6 @@ fn parse_age(s: &str) -> Result<Duration, String> {
         _ => return Err(format!("{s:?}: expected a number and d, h, m or s")),
     };
     Ok(Duration::from_secs(n.saturating_mul(seconds)))
-}
-
-/// A bulk filter as the action log shows it: `filter: scheme=stripe
-/// event_type=invoice.* since=2d` (the ones given).
-fn filter_text(filter: &Filter) -> String {
-    let mut text = String::from("filter:");
-    if let Some(scheme) = &filter.scheme {
-        text.push_str(&format!(" scheme={scheme}"));
-    }
-    if let Some(event_type) = &filter.event_type {
-        text.push_str(&format!(" event_type={event_type}"));
-    }
-    if let Some(since) = filter.since {
-        text.push_str(&format!(" since={}s", since.as_secs()));
-    }
-    if let Some(search) = &filter.search {
-        text.push_str(&format!(" where {search}"));
-    }
-    if text == "filter:" {
-        text.push_str(" every dead letter");
-    }
-    text
 }
 
 fn store_error(e: impl std::fmt::Display) -> Failure {
@@ -617,6 +600,118 @@ async fn actions(
     Ok(())
 }
 
+/// The dead-letter filter of `--scheme`, `--event-type`, `--since`,
+/// `--where`.
+fn dead_filter(filter: &Filter) -> DeadLetterFilter {
+    let mut query = DeadLetterFilter::default();
+    query.scheme.clone_from(&filter.scheme);
+    query.event_type.clone_from(&filter.event_type);
+    query.received_from = filter.since.map(|age| SystemTime::now() - age);
+    query.search.clone_from(&filter.search);
+    query
+}
+
+/// `--all`: the count first, then webhooks-core's bulk action in batches,
+/// its progress on stderr.
+async fn bulk_all(
+    inbox: &Arc<dyn Inbox>,
+    bulk: &Bulk,
+    op: Op,
+    log: &Log<'_>,
+) -> Result<(), Failure> {
+    let out = log.out;
+    let action = match op {
+        Op::Replay => BulkAction::Replay,
+        Op::Discard => BulkAction::Discard,
+    };
+    let query = dead_filter(&bulk.filter);
+    let (matched, more) = bulk::count(inbox.as_ref(), &query, bulk.limit)
+        .await
+        .map_err(store_error)?;
+    let question = format!(
+        "{} {matched}{} dead letter{}",
+        op.verb(),
+        if more {
+            " (the oldest; more match)"
+        } else {
+            ""
+        },
+        if matched == 1 { "" } else { "s" }
+    );
+    if bulk.dry_run {
+        // The keys too, as far as a page of them goes.
+        let mut page_filter = query.clone();
+        page_filter.limit = Some(u32::try_from(matched).unwrap_or(1).clamp(1, 1_000));
+        let keys: Vec<String> = match matched {
+            0 => Vec::new(),
+            _ => inbox
+                .dead_letters(&page_filter)
+                .await
+                .map_err(store_error)?
+                .items
+                .into_iter()
+                .map(|d| d.meta.key)
+                .collect(),
+        };
+        match out.json {
+            true => out.json(&serde_json::json!({"dry_run": true, "action": op.verb(), "matched": matched, "more": more, "keys": keys})),
+            false => {
+                out.line(format!("{} would {question}:", paint(HINT, "dry run:")));
+                for key in &keys {
+                    out.line(format!("  {key}"));
+                }
+            }
+        }
+        return Ok(());
+    }
+    if matched == 0 {
+        match out.json {
+            true => out.json(&serde_json::json!({"action": op.verb(), "matched": 0, "applied": 0, "skipped": 0, "reached_limit": false})),
+            false => out.line(paint(DIM, "no dead letters match")),
+        }
+        return Ok(());
+    }
+    if !confirm(&question, bulk.yes)? {
+        return Err(Failure::usage("cancelled"));
+    }
+    let done = bulk::run(inbox.as_ref(), action, &query, bulk.limit, |p| {
+        if !out.json {
+            out.warn(format!("{} {} of {matched}", op.verb(), p.applied));
+        }
+    })
+    .await
+    .map_err(store_error)?;
+    let p = done.progress;
+    log.record(action.kind(), bulk::filter_text(&query), p.applied)
+        .await;
+    match out.json {
+        true => out.json(&serde_json::json!({
+            "action": op.verb(),
+            "matched": p.matched,
+            "applied": p.applied,
+            "skipped": p.skipped,
+            "reached_limit": done.reached_limit,
+        })),
+        false => out.line(format!(
+            "{} {} {} dead letters{}{}",
+            paint(OK, "✓"),
+            op.verb(),
+            p.applied,
+            if p.skipped > 0 {
+                format!(" ({} no longer dead)", p.skipped)
+            } else {
+                String::new()
+            },
+            if done.reached_limit {
+                " — the limit was reached: run it again for the rest"
+            } else {
+                ""
+            }
+        )),
+    }
+    Ok(())
+}
+
 async fn bulk_action(
     inbox: &Arc<dyn Inbox>,
     bulk: Bulk,
@@ -624,27 +719,12 @@ async fn bulk_action(
     log: &Log<'_>,
 ) -> Result<(), Failure> {
     let out = log.out;
-    let keys: Vec<String> = match (bulk.all, bulk.keys.is_empty()) {
-        (true, _) => {
-            let mut query = DeadLetterFilter::default();
-            query.scheme.clone_from(&bulk.filter.scheme);
-            query.event_type.clone_from(&bulk.filter.event_type);
-            query.received_from = bulk.filter.since.map(|age| SystemTime::now() - age);
-            query.search.clone_from(&bulk.filter.search);
-            query.limit = Some(1000);
-            let mut keys = Vec::new();
-            loop {
-                let page = inbox.dead_letters(&query).await.map_err(store_error)?;
-                keys.extend(page.items.into_iter().map(|d| d.meta.key));
-                match page.next {
-                    Some(next) => query.after = Some(next),
-                    None => break,
-                }
-            }
-            keys
-        }
-        (false, false) => bulk.keys.clone(),
-        (false, true) => {
+    if bulk.all {
+        return bulk_all(inbox, &bulk, op, log).await;
+    }
+    let keys: Vec<String> = match bulk.keys.is_empty() {
+        false => bulk.keys.clone(),
+        true => {
             return Err(Failure::usage(format!(
                 "{}: give dead letters' keys, or --all with an optional filter",
                 op.verb()
@@ -681,9 +761,6 @@ async fn bulk_action(
         return Ok(());
     }
     // Keys given by hand are the operator's explicit choice; a filter asks.
-    if bulk.all && !confirm(&question, bulk.yes)? {
-        return Err(Failure::usage("cancelled"));
-    }
     let (mut applied, mut skipped) = (Vec::new(), Vec::new());
     for key in keys {
         let transition = match op {
@@ -696,10 +773,9 @@ async fn bulk_action(
             _ => skipped.push(key),
         }
     }
-    let target = match (bulk.all, bulk.keys.as_slice()) {
-        (true, _) => filter_text(&bulk.filter),
-        (false, [one]) => one.clone(),
-        (false, keys) => format!("{} given", keys.len()),
+    let target = match bulk.keys.as_slice() {
+        [one] => one.clone(),
+        keys => format!("{} given", keys.len()),
     };
     let kind = match op {
         Op::Replay => ActionKind::Replay,

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+use webhooks_core::inbox::bulk::{self, BulkAction};
 use webhooks_core::inbox::{
     ACTION_LOG_RETENTION, ATTEMPTS_KEPT, Accepted, Action, ActionKind, Attempt, AttemptOutcome,
     Backoff, ClaimToken, DeadLetterFilter, DeliveryFilter, DeliveryOrder, DeliveryPage,
@@ -1339,6 +1340,75 @@ async fn search_payloads_and_errors(target: Target) {
     let page = inbox.deliveries(&due).await.unwrap();
     let keys: Vec<String> = page.items.into_iter().map(|d| d.meta.key).collect();
     assert_eq!(keys, ["s7"]);
+}
+
+/// Issue 34, item 3: a bulk action by filter goes in batches past the
+/// first page, stops at its limit saying so, and run again continues with
+/// what is left; the count agrees; dead letters outside the filter stay.
+async fn bulk_by_filter_in_batches(target: Target) {
+    let inbox = target.open().await;
+    let total = 700_usize;
+    for n in 0..total {
+        let customer = if n % 7 == 0 { "cus_other" } else { "cus_many" };
+        let body = format!(r#"{{"data":{{"object":{{"customer":"{customer}","n":{n}}}}}}}"#);
+        inbox
+            .accept(&NewEvent::new(format!("b{n:04}"), "stripe", body))
+            .await
+            .unwrap();
+    }
+    let token = ClaimToken::random();
+    let mut leased = 0;
+    while leased < total {
+        let batch = inbox
+            .lease(token, 100, Duration::from_secs(60), 5)
+            .await
+            .unwrap();
+        assert!(!batch.is_empty(), "leased {leased} of {total}");
+        for event in &batch {
+            assert_eq!(
+                inbox
+                    .dead_letter(&event.meta.key, token, "boom")
+                    .await
+                    .unwrap(),
+                Transition::Applied
+            );
+        }
+        leased += batch.len();
+    }
+    let many = total - total.div_ceil(7);
+    let mut filter = DeadLetterFilter::default();
+    filter.search = Some("data.object.customer = cus_many".parse().unwrap());
+    let (matched, more) = bulk::count(&*inbox, &filter, 10_000).await.unwrap();
+    assert_eq!((matched, more), (many as u64, false));
+    assert_eq!(
+        bulk::count(&*inbox, &filter, 550).await.unwrap(),
+        (550, true)
+    );
+    let mut reports = 0;
+    let first = bulk::run(&*inbox, BulkAction::Replay, &filter, 550, |_| reports += 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            first.progress.matched,
+            first.progress.applied,
+            first.reached_limit
+        ),
+        (550, 550, true)
+    );
+    assert!(reports >= 2, "progress after each batch: {reports}");
+    let rest = bulk::run(&*inbox, BulkAction::Replay, &filter, 10_000, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        (rest.progress.applied, rest.reached_limit),
+        ((many - 550) as u64, false)
+    );
+    let stats = inbox.stats().await.unwrap();
+    assert_eq!(
+        (stats.dead, stats.pending),
+        ((total - many) as u64, many as u64)
+    );
 }
 
 /// The action log: entries come back newest first, page by page, with
@@ -3124,6 +3194,7 @@ macro_rules! suite {
                 attempt_history,
                 action_log,
                 search_payloads_and_errors,
+                bulk_by_filter_in_batches,
                 dead_letter_admin,
                 accept_then_crash,
                 store_down_at_accept,

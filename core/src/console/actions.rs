@@ -5,6 +5,7 @@
 use super::params::{field, list_filter, parse_duration};
 use super::{Console, ConsoleResponse, bad_request, render};
 use crate::inbox::actions::{self, Action, ActionKind};
+use crate::inbox::bulk::BulkAction;
 use crate::inbox::{DeadLetterFilter, InboxError, Transition};
 
 impl Console {
@@ -64,7 +65,7 @@ impl Console {
                 view.base
             )));
         }
-        let (action, keys, scope) = if action == "bulk" {
+        let (action, keys, scope, named) = if action == "bulk" {
             let Some(action) = field(form, "action").and_then(BulkAction::parse) else {
                 return Ok(bad_request(view.base, "action is replay or discard"));
             };
@@ -79,7 +80,8 @@ impl Console {
                 .collect(&filter, self.inner.bulk_limit as usize, |_| true)
                 .await?;
             let keys: Vec<String> = found.items.into_iter().map(|d| d.meta.key).collect();
-            (action, keys, "filter")
+            let named = crate::inbox::bulk::filter_text(&filter);
+            (action, keys, "filter", named)
         } else {
             let Some(action) = BulkAction::parse(action) else {
                 return Ok(bad_request(view.base, "no such action"));
@@ -98,34 +100,27 @@ impl Console {
             } else {
                 "selected"
             };
-            (action, keys, scope)
+            (action, keys, scope, String::new())
         };
         let mut applied = 0_u64;
         for key in &keys {
-            let outcome = match action {
-                BulkAction::Replay => inbox.replay(key).await?,
-                BulkAction::Discard => inbox.discard(key).await?,
-            };
+            let outcome = action.apply(inbox.as_ref(), key).await?;
             if outcome == Transition::Applied {
                 applied += 1;
             }
         }
         if scope == "one" {
-            tracing::info!(target: "webhooks_core::console", who = %who, action = action.name(), scope, key = %keys[0], applied, "console action");
+            tracing::info!(target: "webhooks_core::console", who = %who, action = action.as_str(), scope, key = %keys[0], applied, "console action");
         } else {
-            tracing::info!(target: "webhooks_core::console", who = %who, action = action.name(), scope, requested = keys.len(), applied, "console action");
+            tracing::info!(target: "webhooks_core::console", who = %who, action = action.as_str(), scope, requested = keys.len(), applied, "console action");
         }
-        count(action.name(), scope, applied);
+        count(action.as_str(), scope, applied);
         let target = match scope {
             "one" => keys[0].clone(),
-            "filter" => filter_text(form),
+            "filter" => named,
             _ => format!("{} selected", keys.len()),
         };
-        let kind = match action {
-            BulkAction::Replay => ActionKind::Replay,
-            BulkAction::Discard => ActionKind::Discard,
-        };
-        self.log(view, kind, target, applied).await;
+        self.log(view, action.kind(), target, applied).await;
         let back = field(form, "back")
             .filter(|b| b.starts_with("?") && !b.contains(['\r', '\n']))
             .unwrap_or("?");
@@ -133,7 +128,7 @@ impl Console {
         Ok(ConsoleResponse::see_other(&format!(
             "{}/dead{back}{sep}done={}&n={applied}",
             view.base,
-            action.name()
+            action.as_str()
         )))
     }
 
@@ -168,54 +163,6 @@ impl Console {
 
 /// Entries per page of `/actions`.
 const ACTION_PAGE: u32 = 50;
-
-/// A bulk action's filter as the log shows it: `filter: scheme=stripe
-/// event_type=invoice.*` (the non-empty fields).
-fn filter_text(form: &[(String, String)]) -> String {
-    let mut text = String::from("filter:");
-    let mut any = false;
-    for name in ["scheme", "event_type", "from", "until"] {
-        if let Some(value) = field(form, name).filter(|v| !v.is_empty()) {
-            text.push(' ');
-            text.push_str(name);
-            text.push('=');
-            text.push_str(value);
-            any = true;
-        }
-    }
-    if let Some(search) = field(form, "q").and_then(|q| q.parse::<crate::inbox::Search>().ok()) {
-        text.push_str(" where ");
-        text.push_str(&search.to_string());
-        any = true;
-    }
-    if !any {
-        text.push_str(" every dead letter");
-    }
-    text
-}
-
-#[derive(Clone, Copy)]
-pub(super) enum BulkAction {
-    Replay,
-    Discard,
-}
-
-impl BulkAction {
-    pub(super) fn parse(name: &str) -> Option<Self> {
-        match name {
-            "replay" => Some(Self::Replay),
-            "discard" => Some(Self::Discard),
-            _ => None,
-        }
-    }
-
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Self::Replay => "replay",
-            Self::Discard => "discard",
-        }
-    }
-}
 
 fn count(action: &'static str, scope: &'static str, n: u64) {
     #[cfg(feature = "metrics")]

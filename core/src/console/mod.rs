@@ -69,9 +69,9 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 
+use crate::inbox::bulk::BulkAction;
 use crate::inbox::{DeadLetter, DeadLetterCursor, DeadLetterFilter, Inbox, InboxError};
 use crate::redact::Redaction;
-use actions::BulkAction;
 
 /// `webhooks_console_actions_total`: events affected by console actions,
 /// labelled `action` (`replay`, `discard`, `purge`) and `scope` (`one`,
@@ -260,7 +260,7 @@ impl Console {
                 csrf: csrf::CsrfKey::random(),
                 allowed_origins: Vec::new(),
                 bodies_for_read_only: false,
-                bulk_limit: 1_000,
+                bulk_limit: crate::inbox::bulk::DEFAULT_BULK_LIMIT,
                 body_cap: 64 * 1024,
                 refresh: Duration::from_secs(5),
                 min_purge_age: crate::inbox::DEFAULT_RETENTION,
@@ -322,7 +322,7 @@ impl Console {
     }
 
     /// The most dead letters one "all matching the filter" action affects
-    /// (default 1,000, at least 1).
+    /// (default [`DEFAULT_BULK_LIMIT`](crate::inbox::bulk::DEFAULT_BULK_LIMIT), 10,000; at least 1).
     #[must_use]
     pub fn bulk_limit(self, limit: u32) -> Self {
         self.settings(|s| s.bulk_limit = limit.max(1))
@@ -659,7 +659,7 @@ impl Console {
             StatusCode::OK,
             render::bulk_confirm(
                 view,
-                action.name(),
+                action.as_str(),
                 &params,
                 found.items.len(),
                 scope,

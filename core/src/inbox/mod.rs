@@ -123,6 +123,7 @@ pub mod actions;
 pub mod activity;
 pub mod admin;
 pub mod attempts;
+pub mod bulk;
 mod purge;
 pub mod search;
 pub mod signals;

@@ -10,6 +10,7 @@ use super::answers::{dead_json, delivery_json};
 use super::query::{parse_delivery_query, parse_query, percent_decode, search_of};
 use super::{AdminConfig, AdminResponse};
 use crate::inbox::actions::{self, Action, ActionKind};
+use crate::inbox::bulk::{self, BulkAction, DEFAULT_BULK_LIMIT};
 use crate::inbox::{DeadLetterCursor, DeadLetterFilter, Inbox, InboxError, Transition};
 
 fn count(action: &'static str, n: u64) {
@@ -26,6 +27,96 @@ async fn log(inbox: &dyn Inbox, caller: &Caller, kind: ActionKind, target: Strin
         .target(target)
         .count(n);
     actions::record(inbox, action).await;
+}
+
+/// The dead-letter filter of a query: `scheme`, `event_type`, `from` /
+/// `until` (Unix seconds), `q` (a search).
+fn dead_filter<'q>(get: &impl Fn(&str) -> Option<&'q str>) -> Result<DeadLetterFilter, String> {
+    let mut filter = DeadLetterFilter {
+        scheme: get("scheme").map(str::to_owned),
+        event_type: get("event_type").map(str::to_owned),
+        search: search_of(get("q"))?,
+        ..DeadLetterFilter::default()
+    };
+    for (name, slot) in [
+        ("from", &mut filter.received_from),
+        ("until", &mut filter.received_until),
+    ] {
+        if let Some(value) = get(name) {
+            // A number of seconds past what a time can hold is refused
+            // too (adding it would panic; found by the admin_api fuzz target).
+            let time = value
+                .parse::<u64>()
+                .ok()
+                .and_then(|secs| UNIX_EPOCH.checked_add(Duration::from_secs(secs)))
+                .ok_or("from and until are Unix seconds")?;
+            *slot = Some(time);
+        }
+    }
+    Ok(filter)
+}
+
+/// `POST /bulk/replay` and `/bulk/discard`: every dead letter matching the
+/// query's filter, at most `limit` (default [`DEFAULT_BULK_LIMIT`]); with
+/// `dry_run=true` only the count.
+async fn bulk_action<'q>(
+    inbox: &dyn Inbox,
+    caller: &Caller,
+    action: BulkAction,
+    get: &impl Fn(&str) -> Option<&'q str>,
+) -> Result<AdminResponse, InboxError> {
+    let filter = match dead_filter(get) {
+        Ok(filter) => filter,
+        Err(error) => return Ok(AdminResponse::error(StatusCode::BAD_REQUEST, &error)),
+    };
+    let limit = match get("limit").map(str::parse::<u32>) {
+        None => DEFAULT_BULK_LIMIT,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            return Ok(AdminResponse::error(
+                StatusCode::BAD_REQUEST,
+                "limit is a number above 0",
+            ));
+        }
+    };
+    match get("dry_run") {
+        None | Some("false") => {}
+        Some("true") => {
+            let (matched, more) = bulk::count(inbox, &filter, limit).await?;
+            return Ok(AdminResponse::new(
+                StatusCode::OK,
+                json!({ "dry_run": true, "action": action.as_str(), "matched": matched, "more": more }),
+            ));
+        }
+        Some(_) => {
+            return Ok(AdminResponse::error(
+                StatusCode::BAD_REQUEST,
+                "dry_run is true or false",
+            ));
+        }
+    }
+    let done = bulk::run(inbox, action, &filter, limit, |_| {}).await?;
+    let p = done.progress;
+    tracing::info!(who = %caller.who, action = action.as_str(), scope = "filter", matched = p.matched, applied = p.applied, "inbox admin action");
+    count(action.as_str(), p.applied);
+    log(
+        inbox,
+        caller,
+        action.kind(),
+        bulk::filter_text(&filter),
+        p.applied,
+    )
+    .await;
+    Ok(AdminResponse::new(
+        StatusCode::OK,
+        json!({
+            "action": action.as_str(),
+            "matched": p.matched,
+            "applied": p.applied,
+            "skipped": p.skipped,
+            "reached_limit": done.reached_limit,
+        }),
+    ))
 }
 
 /// `GET /actions[?before=id&limit=n]`: the action log, newest first.
@@ -150,6 +241,18 @@ pub(super) async fn route(
     if path == "/activity" {
         return activity(inbox, method, get("minutes")).await;
     }
+    if let Some(name) = path.strip_prefix("/bulk/") {
+        let Some(action) = BulkAction::parse(name) else {
+            return Ok(AdminResponse::error(
+                StatusCode::NOT_FOUND,
+                "no such admin route",
+            ));
+        };
+        if method != Method::POST {
+            return Ok(not_allowed());
+        }
+        return bulk_action(inbox, caller, action, &get).await;
+    }
     if path == "/actions" {
         return action_log(inbox, method, get("before"), get("limit")).await;
     }
@@ -255,35 +358,10 @@ pub(super) async fn route(
         if method != Method::GET {
             return Ok(not_allowed());
         }
-        let mut filter = DeadLetterFilter {
-            scheme: get("scheme").map(str::to_owned),
-            event_type: get("event_type").map(str::to_owned),
-            ..DeadLetterFilter::default()
-        };
-        match search_of(get("q")) {
-            Ok(search) => filter.search = search,
+        let mut filter = match dead_filter(&get) {
+            Ok(filter) => filter,
             Err(error) => return Ok(AdminResponse::error(StatusCode::BAD_REQUEST, &error)),
-        }
-        for (name, slot) in [
-            ("from", &mut filter.received_from),
-            ("until", &mut filter.received_until),
-        ] {
-            if let Some(value) = get(name) {
-                // A number of seconds past what a time can hold is refused
-                // too (adding it would panic; found by the admin_api fuzz target).
-                let Some(time) = value
-                    .parse::<u64>()
-                    .ok()
-                    .and_then(|secs| UNIX_EPOCH.checked_add(Duration::from_secs(secs)))
-                else {
-                    return Ok(AdminResponse::error(
-                        StatusCode::BAD_REQUEST,
-                        "from and until are Unix seconds",
-                    ));
-                };
-                *slot = Some(time);
-            }
-        }
+        };
         if let Some(after) = get("after") {
             let Ok(cursor) = after.parse::<DeadLetterCursor>() else {
                 return Ok(AdminResponse::error(

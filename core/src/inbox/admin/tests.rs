@@ -4,7 +4,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use super::query::{parse_query, percent_decode};
 use super::*;
-use crate::inbox::{DeliveryFilter, Transition};
+use crate::inbox::{ActionKind, DeadLetterFilter, DeliveryFilter, Transition};
 
 /// A request with `headers` (name, value pairs) and the `Host` the
 /// `Origin` checks compare with.
@@ -614,6 +614,152 @@ async fn listings_search_with_q() {
     )
     .await;
     assert_eq!(keys(&all).len(), 3);
+}
+
+/// Issue 34, item 3: replay or discard every dead letter matching a
+/// filter, the count first (`dry_run`), at most `limit`, recorded in the
+/// action log; refused to readers, on `GET` and for an unknown action.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn bulk_by_filter() {
+    use crate::inbox::{ClaimToken, NewEvent};
+
+    let inbox = inbox().await;
+    for (key, customer) in [
+        ("a", "cus_1"),
+        ("b", "cus_2"),
+        ("c", "cus_1"),
+        ("d", "cus_1"),
+    ] {
+        let body = format!(r#"{{"data":{{"object":{{"customer":"{customer}"}}}}}}"#);
+        inbox
+            .accept(&NewEvent::new(key, "stripe", body))
+            .await
+            .unwrap();
+    }
+    let token = ClaimToken::random();
+    inbox
+        .lease(token, 4, Duration::from_secs(30), 5)
+        .await
+        .unwrap();
+    for key in ["a", "b", "c", "d"] {
+        assert_eq!(
+            inbox.dead_letter(key, token, "boom").await.unwrap(),
+            Transition::Applied
+        );
+    }
+    let config = AdminConfig::default();
+    let q = "q=data.object.customer+%3D+cus_1";
+    let dry = call(
+        &inbox,
+        &config,
+        ops(),
+        Method::POST,
+        &format!("/bulk/replay?{q}&dry_run=true"),
+        &[JSON],
+    )
+    .await;
+    assert_eq!(dry.status, StatusCode::OK, "{}", dry.body);
+    assert_eq!(
+        dry.body,
+        json!({"dry_run": true, "action": "replay", "matched": 3, "more": false})
+    );
+    let dry = call(
+        &inbox,
+        &config,
+        ops(),
+        Method::POST,
+        &format!("/bulk/replay?{q}&dry_run=true&limit=2"),
+        &[JSON],
+    )
+    .await;
+    assert_eq!(
+        (dry.body["matched"].as_u64(), dry.body["more"].as_bool()),
+        (Some(2), Some(true))
+    );
+    assert_eq!(
+        inbox.stats().await.unwrap().dead,
+        4,
+        "a dry run changes nothing"
+    );
+    let some = call(
+        &inbox,
+        &config,
+        ops(),
+        Method::POST,
+        &format!("/bulk/replay?{q}&limit=2"),
+        &[JSON],
+    )
+    .await;
+    assert_eq!(
+        some.body,
+        json!({"action": "replay", "matched": 2, "applied": 2, "skipped": 0, "reached_limit": true})
+    );
+    let rest = call(
+        &inbox,
+        &config,
+        ops(),
+        Method::POST,
+        &format!("/bulk/discard?{q}"),
+        &[JSON],
+    )
+    .await;
+    assert_eq!(
+        rest.body,
+        json!({"action": "discard", "matched": 1, "applied": 1, "skipped": 0, "reached_limit": false})
+    );
+    let dead: Vec<String> = inbox
+        .dead_letters(&DeadLetterFilter::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|d| d.meta.key)
+        .collect();
+    assert_eq!(dead, ["b"]);
+    let log = inbox.actions(None, 2).await.unwrap().actions;
+    let seen: Vec<(ActionKind, &str, u64)> = log
+        .iter()
+        .map(|a| (a.kind, a.target.as_str(), a.count))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                ActionKind::Discard,
+                "filter: where data.object.customer = cus_1",
+                1
+            ),
+            (
+                ActionKind::Replay,
+                "filter: where data.object.customer = cus_1",
+                2
+            ),
+        ]
+    );
+    let reader = Some(Access::ReadOnly("rita".into()));
+    let refused = call(
+        &inbox,
+        &config,
+        reader,
+        Method::POST,
+        "/bulk/replay",
+        &[JSON],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let get = call(&inbox, &config, ops(), Method::GET, "/bulk/replay", &[]).await;
+    assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
+    let unknown = call(&inbox, &config, ops(), Method::POST, "/bulk/purge", &[JSON]).await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    for bad in [
+        "/bulk/replay?limit=0",
+        "/bulk/replay?dry_run=yes",
+        "/bulk/replay?q=x",
+    ] {
+        let answer = call(&inbox, &config, ops(), Method::POST, bad, &[JSON]).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{bad}");
+    }
 }
 
 /// Issue 22: the per-minute series, for read-only callers too.
