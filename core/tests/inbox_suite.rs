@@ -1240,7 +1240,7 @@ async fn search_payloads_and_errors(target: Target) {
         ),
         (
             "s3",
-            r#"{"type":"customer.created","data":{"object":{"customer":"cus_10","note":null,"meta":{"a":1}}}}"#,
+            r#"{"type":"customer.created","0":"zero","data":{"object":{"customer":"cus_10","note":null,"meta":{"a":1}}}}"#,
             Some("card declined: 402"),
         ),
         ("s4", "not json at all", Some("bad json")),
@@ -1287,6 +1287,9 @@ async fn search_payloads_and_errors(target: Target) {
         ("data.object.meta != x", vec![]),
         ("data.object.lines.data.0.price.id = price_A", vec!["s1"]),
         ("0.sku ^= A-", vec!["s6"]),
+        // A key of digits is an array index: an object's "0" is not read.
+        ("0 = zero", vec![]),
+        ("0 != x", vec![]),
         ("error ~ upstream said", vec!["s1", "s6"]),
         ("error ~ Upstream", vec![]),
         ("emoji = \"café ☕\"", vec!["s5"]),

@@ -330,6 +330,11 @@ async fn journey(
         timeline.contains("secondary rate limit") && timeline.contains("web-7f9c:4121"),
         "{framework}: {timeline}"
     );
+    let page = client.source().await.unwrap();
+    assert!(
+        page.contains("an earlier attempt's; the event completed since"),
+        "{framework}: a completed event's last error is marked as an earlier attempt's"
+    );
     shoot(client, shots, "delivery-timeline").await;
 
     // A dead letter's page: the signature redacted, the three attempts.

@@ -822,8 +822,13 @@ pub(super) fn delivery(
         }
         h2 { "Attempts" }
         (timeline(history))
-        h2 { "Last error" }
-        pre.error { (one.last_error.as_deref().unwrap_or("—")) }
+        @if let Some(error) = one.last_error.as_deref() {
+            h2 {
+                "Last error"
+                @if one.state == DeliveryState::Completed { " " small.muted { "(an earlier attempt's; the event completed since)" } }
+            }
+            pre.error { (error) }
+        }
         h2 { "Headers" }
         (headers_table(headers))
         (body_section(base, one.body.len(), body, cap, None))

@@ -200,8 +200,8 @@ pub use purge::{DEFAULT_PURGE_INTERVAL, DEFAULT_RETENTION, PurgeTask, purge_floo
 #[cfg(feature = "rabbitmq")]
 pub use rabbitmq::{RabbitMqInbox, RabbitMqInboxBuilder};
 pub use search::{
-    MAX_PATH_DEPTH, MAX_SEARCH_LEN, MAX_SEARCH_TERMS, MAX_SEARCH_VALUE_LEN, Search, SearchError,
-    SearchOp, SearchTerm, Segment,
+    MAX_PATH_DEPTH, MAX_PATH_LEN, MAX_SEARCH_LEN, MAX_SEARCH_TERMS, MAX_SEARCH_VALUE_LEN, Search,
+    SearchError, SearchOp, SearchTerm, Segment,
 };
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use sql::{DEFAULT_INBOX_TABLE, SqlInboxBuilder};

@@ -52,8 +52,14 @@ pub const MAX_PATH_DEPTH: usize = 16;
 /// The longest value, in bytes.
 pub const MAX_SEARCH_VALUE_LEN: usize = 256;
 
-/// The longest search text, in bytes.
-pub const MAX_SEARCH_LEN: usize = 1_024;
+/// The longest path, in bytes.
+pub const MAX_PATH_LEN: usize = 256;
+
+/// The longest search text, in bytes: room for the longest canonical text
+/// ([`MAX_SEARCH_TERMS`] terms of the longest path and value, every
+/// character of the value escaped), so that what `Display` prints always
+/// parses back.
+pub const MAX_SEARCH_LEN: usize = 4_096;
 
 /// How a payload term compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -154,7 +160,6 @@ fn scalar_at(root: &serde_json::Value, path: &[Segment]) -> Option<String> {
         at = match (segment, at) {
             (Segment::Key(key), serde_json::Value::Object(map)) => map.get(key)?,
             (Segment::Index(i), serde_json::Value::Array(items)) => items.get(*i as usize)?,
-            (Segment::Index(i), serde_json::Value::Object(map)) => map.get(&i.to_string())?,
             _ => return None,
         };
     }
@@ -389,6 +394,11 @@ fn parse_path(raw: &str) -> Result<Vec<Segment>, SearchError> {
             _ => Segment::Key(key.to_owned()),
         });
     }
+    if raw.len() > MAX_PATH_LEN {
+        return Err(SearchError(format!(
+            "a path is longer than {MAX_PATH_LEN} bytes"
+        )));
+    }
     if path.len() > MAX_PATH_DEPTH {
         return Err(SearchError(format!(
             "a path has more than {MAX_PATH_DEPTH} keys"
@@ -576,6 +586,21 @@ mod tests {
         assert!(deep.parse::<Search>().is_err());
         let long = format!("k = {}", "v".repeat(MAX_SEARCH_VALUE_LEN + 1));
         assert!(long.parse::<Search>().is_err());
+    }
+
+    #[test]
+    fn the_longest_canonical_text_parses_back() {
+        let path = vec!["k".repeat(15); MAX_PATH_DEPTH].join(".");
+        assert!(path.len() <= MAX_PATH_LEN);
+        let value = "\"".repeat(MAX_SEARCH_VALUE_LEN);
+        let term = format!("{path} != {}", serde_json::Value::String(value.clone()));
+        let text = vec![term; MAX_SEARCH_TERMS].join(" and ");
+        let search = parse(&text);
+        let printed = search.to_string();
+        assert!(printed.len() <= MAX_SEARCH_LEN, "{}", printed.len());
+        assert_eq!(parse(&printed), search);
+        let long_path = format!("{} = 1", "k".repeat(MAX_PATH_LEN + 1));
+        assert!(long_path.parse::<Search>().is_err());
     }
 
     #[test]

@@ -397,9 +397,7 @@ local function searched(h)
       for _, seg in ipairs(path) do
         if type(at) ~= 'table' then at = nil break end
         if type(seg) == 'number' then
-          local v = at[seg + 1]
-          if v == nil then v = at[tostring(seg)] end
-          at = v
+          at = at[seg + 1]
         else
           at = at[seg]
         end

@@ -9,7 +9,7 @@
 //! | MySQL/MariaDB | `JSON_EXTRACT` / `JSON_UNQUOTE` behind `JSON_VALID`, compared as binary strings (exact, whatever the collation) | `INSTR` on binary strings |
 
 use super::ListParam;
-use crate::inbox::search::{self, Search, SearchOp, SearchTerm};
+use crate::inbox::search::{self, Search, SearchOp, SearchTerm, Segment};
 
 /// Which dialect writes the conditions (a build has the variants of its
 /// SQL features).
@@ -67,7 +67,11 @@ pub(crate) fn payload_function_probe(table: &str) -> String {
 }
 
 /// The scalar's text at the bound path, or `NULL`.
-fn scalar(dialect: SearchSql, table: &str, path: &str, b: &mut Builder<'_>) {
+fn scalar(dialect: SearchSql, table: &str, segments: &[Segment], b: &mut Builder<'_>) {
+    let path = &match dialect {
+        SearchSql::Postgres => search::pg_path(segments),
+        SearchSql::Sqlite | SearchSql::Mysql => search::json_path(segments),
+    };
     match dialect {
         SearchSql::Sqlite => {
             let j = "CAST(body AS TEXT)";
@@ -92,7 +96,17 @@ fn scalar(dialect: SearchSql, table: &str, path: &str, b: &mut Builder<'_>) {
         SearchSql::Postgres => {
             b.text("(SELECT CASE WHEN jsonb_typeof(x #> CAST(");
             b.bind(path);
-            b.text(" AS text[])) IN ('string', 'number', 'boolean') THEN x #>> CAST(");
+            b.text(" AS text[])) IN ('string', 'number', 'boolean')");
+            // `#>` reads a key of digits on an object too: an index
+            // segment must step into an array, as everywhere else.
+            for (at, segment) in segments.iter().enumerate() {
+                if matches!(segment, Segment::Index(_)) {
+                    b.text(" AND jsonb_typeof(x #> CAST(");
+                    b.bind(&search::pg_path(&segments[..at]));
+                    b.text(" AS text[])) = 'array'");
+                }
+            }
+            b.text(" THEN x #>> CAST(");
             b.bind(path);
             b.text(&format!(
                 " AS text[]) END FROM (SELECT {}(body) AS x) AS payload)",
@@ -137,10 +151,6 @@ pub(crate) fn push(dialect: SearchSql, table: &str, search: &Search, b: &mut Bui
                 }
             },
             SearchTerm::Payload { path, op, value } => {
-                let path_text = match dialect {
-                    SearchSql::Postgres => search::pg_path(path),
-                    SearchSql::Sqlite | SearchSql::Mysql => search::json_path(path),
-                };
                 if dialect == SearchSql::Postgres && *op == SearchOp::Eq {
                     // The containment an index can answer, then the exact test.
                     let f = payload_function(table);
@@ -171,7 +181,7 @@ pub(crate) fn push(dialect: SearchSql, table: &str, search: &Search, b: &mut Bui
                         if binary {
                             b.text("CAST(");
                         }
-                        scalar(dialect, table, &path_text, b);
+                        scalar(dialect, table, path, b);
                         if binary {
                             b.text(" AS BINARY)");
                         }
@@ -181,7 +191,7 @@ pub(crate) fn push(dialect: SearchSql, table: &str, search: &Search, b: &mut Bui
                     SearchOp::Prefix => match dialect {
                         SearchSql::Sqlite => {
                             b.text("substr(");
-                            scalar(dialect, table, &path_text, b);
+                            scalar(dialect, table, path, b);
                             b.text(", 1, length(");
                             b.bind(value);
                             b.text(")) = ");
@@ -189,14 +199,14 @@ pub(crate) fn push(dialect: SearchSql, table: &str, search: &Search, b: &mut Bui
                         }
                         SearchSql::Postgres => {
                             b.text("starts_with(");
-                            scalar(dialect, table, &path_text, b);
+                            scalar(dialect, table, path, b);
                             b.text(", ");
                             b.bind(value);
                             b.text(")");
                         }
                         SearchSql::Mysql => {
                             b.text("LEFT(CAST(");
-                            scalar(dialect, table, &path_text, b);
+                            scalar(dialect, table, path, b);
                             b.text(" AS BINARY), LENGTH(CAST(");
                             b.bind(value);
                             b.text(" AS BINARY))) = ");
