@@ -1191,6 +1191,99 @@ async fn inbox_admin_lists_inspects_and_replays_once(env: Env) -> Outcome {
     Ok(())
 }
 
+/// Issue 34 through both adapters: the admin API searches payload values
+/// (`q=`), counts then replays every match (`/bulk/replay`), records it in
+/// the action log (`/actions`), and answers a delivery with its attempt
+/// history; a malformed search is a 400.
+async fn inbox_admin_searches_bulk_replays_and_logs(env: Env) -> Outcome {
+    use webhooks_core::inbox::{ClaimToken, NewEvent, Transition};
+
+    let Some(inbox) = inbox_of(&env).await? else {
+        return Ok(());
+    };
+    let e = |e: webhooks_core::inbox::InboxError| e.to_string();
+    for (key, customer) in [("c/1", "cus_1"), ("c/2", "cus_2"), ("c/3", "cus_1")] {
+        let body = format!(r#"{{"data":{{"object":{{"customer":"{customer}"}}}}}}"#);
+        inbox
+            .accept(&NewEvent::new(format!("webhooks:test:{key}"), "test", body))
+            .await
+            .map_err(e)?;
+    }
+    let token = ClaimToken::random();
+    let leased = inbox
+        .lease(token, 3, Duration::from_secs(30), 3)
+        .await
+        .map_err(e)?;
+    ensure!(leased.len() == 3, "leased {} events", leased.len());
+    for event in &leased {
+        let dead = inbox
+            .dead_letter(&event.meta.key, token, "billing API answered 503")
+            .await
+            .map_err(e)?;
+        ensure!(dead == Transition::Applied, "dead-lettered: {dead:?}");
+    }
+
+    let mut spec = env.spec();
+    spec.inbox = Some(Arc::clone(&inbox));
+    let app = env.framework.start(&spec).await?;
+    let call = |method: &'static str, path: &str| {
+        let request = Request::method(method, path).header("content-type", "application/json");
+        admin_call(app.addr, request)
+    };
+    let q = "q=data.object.customer+%3D+cus_1";
+    let (status, list) = call("GET", &format!("/admin/inbox/dead-letters?{q}")).await?;
+    ensure!(status == 200, "search: {status} {list}");
+    ensure!(
+        list["items"].as_array().map(Vec::len) == Some(2),
+        "two of cus_1: {list}"
+    );
+    let (status, bad) = call("GET", "/admin/inbox/dead-letters?q=data..x+%3D+1").await?;
+    ensure!(
+        status == 400
+            && bad["error"]
+                .as_str()
+                .is_some_and(|r| r.contains("not a path")),
+        "malformed search: {status} {bad}"
+    );
+    let (status, count) = call(
+        "POST",
+        &format!("/admin/inbox/bulk/replay?{q}&dry_run=true"),
+    )
+    .await?;
+    ensure!(
+        (status, count["matched"].as_u64()) == (200, Some(2)),
+        "count: {status} {count}"
+    );
+    let (status, done) = call("POST", &format!("/admin/inbox/bulk/replay?{q}")).await?;
+    ensure!(
+        (status, done["applied"].as_u64()) == (200, Some(2)),
+        "bulk replay: {status} {done}"
+    );
+    let (status, stats) = call("GET", "/admin/inbox/stats").await?;
+    ensure!(
+        (status, stats["dead"].as_u64(), stats["pending"].as_u64()) == (200, Some(1), Some(2)),
+        "stats: {stats}"
+    );
+    let (status, log) = call("GET", "/admin/inbox/actions").await?;
+    ensure!(status == 200, "actions: {status}");
+    if inbox.keeps_actions() {
+        let first = &log["actions"][0];
+        ensure!(
+            first["action"] == "replay"
+                && first["via"] == "api"
+                && first["count"] == 2
+                && first["target"] == "filter: where data.object.customer = cus_1",
+            "the log: {log}"
+        );
+    }
+    let (status, one) = call("GET", "/admin/inbox/deliveries/webhooks%3Atest%3Ac%2F2").await?;
+    ensure!(
+        status == 200 && one["attempt_history"].is_array(),
+        "a delivery with its attempt history: {status} {one}"
+    );
+    Ok(())
+}
+
 /// One request to an admin API: its status and JSON body.
 async fn admin_call(
     addr: std::net::SocketAddr,
@@ -1939,6 +2032,7 @@ scenarios![
     token_provider_gitlab,
     inbox_stores_then_acknowledges_duplicates,
     inbox_admin_lists_inspects_and_replays_once,
+    inbox_admin_searches_bulk_replays_and_logs,
     inbox_admin_refuses_cross_site_and_guards,
     inbox_admin_hides_bodies_and_credentials,
     inbox_worker_dispatches_on_the_event_type,
