@@ -11,6 +11,9 @@
 //! `postgres://postgres@127.0.0.1:5432/test`); the table is its own and is
 //! dropped afterwards.
 
+#[path = "support/pg_tables.rs"]
+mod pg_tables;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -144,16 +147,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             took.as_secs_f64()
         );
     }
-    for statement in [
-        format!("DROP TABLE IF EXISTS \"{table}\""),
-        format!("DROP TABLE IF EXISTS \"{table}_control\""),
-        format!("DROP TABLE IF EXISTS \"{table}_activity\""),
-        format!("DROP TABLE IF EXISTS \"{table}_attempts\""),
-        format!("DROP TABLE IF EXISTS \"{table}_actions\""),
-        format!("DROP FUNCTION IF EXISTS \"{table}_payload\"(bytea)"),
-        format!("DROP FUNCTION IF EXISTS \"{table}_act_fn\"() CASCADE"),
-    ] {
-        sqlx::query(&statement).execute(&pool).await?;
-    }
+    pg_tables::drop_inbox(&pool, &table).await?;
     Ok(())
 }

@@ -267,13 +267,7 @@ async fn journey(
     let search = client.find(Locator::Css("input[name=q]")).await.unwrap();
     search.clear().await.unwrap();
     search.send_keys("error ~ timed out").await.unwrap();
-    client
-        .find(Locator::XPath("//button[text()='Filter']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, Locator::XPath("//button[text()='Filter']")).await;
     // The new page (the previous one had two rows too).
     page_with(client, "inventory service timed out").await;
     assert_eq!(rows(client, 2).await, 2, "{framework}: searched by error");
@@ -284,13 +278,7 @@ async fn journey(
     );
 
     // Replay every match: the count first.
-    client
-        .find(Locator::Css("a[href*='dead/bulk?action=replay']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, Locator::Css("a[href*='dead/bulk?action=replay']")).await;
     assert_eq!(
         text(client, "#confirm").await,
         "Replay 2 dead letters",
@@ -302,13 +290,7 @@ async fn journey(
         "{framework}"
     );
     shoot(client, shots, "bulk-confirm").await;
-    client
-        .find(Locator::Css("#confirm"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, Locator::Css("#confirm")).await;
     assert!(
         page_with(client, "2 replayed.")
             .await
@@ -401,13 +383,7 @@ async fn journey(
 
     // Paused from the overview, then resumed; both in the log.
     client.goto(&format!("{base}/")).await.unwrap();
-    client
-        .find(Locator::Id("pause"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, Locator::Id("pause")).await;
     page_with(client, "Processing paused").await;
     assert_eq!(
         text(client, "#processing .badge").await,
@@ -416,13 +392,7 @@ async fn journey(
     );
     client.goto(&format!("{base}/")).await.unwrap();
     shoot(client, shots, "overview-paused").await;
-    client
-        .find(Locator::Id("resume"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, Locator::Id("resume")).await;
     page_with(client, "Processing resumed").await;
     let log = fixture.inbox.actions(None, 2).await.unwrap().actions;
     let kinds: Vec<ActionKind> = log.iter().map(|a| a.kind).collect();

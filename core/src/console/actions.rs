@@ -2,11 +2,11 @@
 //! purge, pause, resume), recording each in the inbox's action log, and
 //! the log's page (`/actions`).
 
-use super::params::{field, list_filter, parse_duration};
+use super::params::{bulk_request, field, parse_duration};
 use super::{Console, ConsoleResponse, bad_request, render};
 use crate::inbox::actions::{self, Action, ActionKind};
-use crate::inbox::bulk::BulkAction;
-use crate::inbox::{DeadLetterFilter, InboxError, Transition};
+use crate::inbox::bulk::{self, BulkAction};
+use crate::inbox::{InboxError, Transition};
 
 impl Console {
     pub(super) async fn act(
@@ -65,71 +65,81 @@ impl Console {
                 view.base
             )));
         }
-        let (action, keys, scope, named) = if action == "bulk" {
-            let Some(action) = field(form, "action").and_then(BulkAction::parse) else {
-                return Ok(bad_request(view.base, "action is replay or discard"));
-            };
-            let filter = match list_filter(form) {
-                Ok(filter) => DeadLetterFilter {
-                    after: None,
-                    ..filter
-                },
+        if action == "bulk" {
+            let (action, filter) = match bulk_request(form) {
+                Ok(request) => request,
                 Err(reason) => return Ok(bad_request(view.base, &reason)),
             };
-            let found = self
-                .collect(&filter, self.inner.bulk_limit as usize, |_| true)
-                .await?;
-            let keys: Vec<String> = found.items.into_iter().map(|d| d.meta.key).collect();
-            let named = crate::inbox::bulk::filter_text(&filter);
-            (action, keys, "filter", named)
+            let done = bulk::run(
+                inbox.as_ref(),
+                action,
+                &filter,
+                self.inner.bulk_limit,
+                |_| {},
+            )
+            .await?;
+            let p = done.progress;
+            tracing::info!(target: "webhooks_core::console", who = %who, action = action.as_str(), scope = "filter", requested = p.matched, applied = p.applied, "console action");
+            let named = bulk::filter_text(&filter);
+            return Ok(self
+                .acted(view, form, action, "filter", named, p.applied)
+                .await);
+        }
+        let Some(action) = BulkAction::parse(action) else {
+            return Ok(bad_request(view.base, "no such action"));
+        };
+        let keys: Vec<String> = form
+            .iter()
+            .filter(|(name, _)| name == "key")
+            .map(|(_, key)| key.clone())
+            .take(self.inner.bulk_limit as usize)
+            .collect();
+        if keys.is_empty() {
+            return Ok(bad_request(view.base, "select at least one dead letter"));
+        }
+        let scope = if keys.len() == 1 && field(form, "scope") == Some("one") {
+            "one"
         } else {
-            let Some(action) = BulkAction::parse(action) else {
-                return Ok(bad_request(view.base, "no such action"));
-            };
-            let keys: Vec<String> = form
-                .iter()
-                .filter(|(name, _)| name == "key")
-                .map(|(_, key)| key.clone())
-                .take(self.inner.bulk_limit as usize)
-                .collect();
-            if keys.is_empty() {
-                return Ok(bad_request(view.base, "select at least one dead letter"));
-            }
-            let scope = if keys.len() == 1 && field(form, "scope") == Some("one") {
-                "one"
-            } else {
-                "selected"
-            };
-            (action, keys, scope, String::new())
+            "selected"
         };
         let mut applied = 0_u64;
         for key in &keys {
-            let outcome = action.apply(inbox.as_ref(), key).await?;
-            if outcome == Transition::Applied {
+            if action.apply(inbox.as_ref(), key).await? == Transition::Applied {
                 applied += 1;
             }
         }
-        if scope == "one" {
+        let target = if scope == "one" {
             tracing::info!(target: "webhooks_core::console", who = %who, action = action.as_str(), scope, key = %keys[0], applied, "console action");
+            keys[0].clone()
         } else {
             tracing::info!(target: "webhooks_core::console", who = %who, action = action.as_str(), scope, requested = keys.len(), applied, "console action");
-        }
-        count(action.as_str(), scope, applied);
-        let target = match scope {
-            "one" => keys[0].clone(),
-            "filter" => named,
-            _ => format!("{} selected", keys.len()),
+            format!("{} selected", keys.len())
         };
+        Ok(self.acted(view, form, action, scope, target, applied).await)
+    }
+
+    /// After a replay or discard: counted, logged, and back to the list
+    /// with a notice.
+    async fn acted(
+        &self,
+        view: &render::View<'_>,
+        form: &[(String, String)],
+        action: BulkAction,
+        scope: &'static str,
+        target: String,
+        applied: u64,
+    ) -> ConsoleResponse {
+        count(action.as_str(), scope, applied);
         self.log(view, action.kind(), target, applied).await;
         let back = field(form, "back")
             .filter(|b| b.starts_with("?") && !b.contains(['\r', '\n']))
             .unwrap_or("?");
         let sep = if back == "?" { "" } else { "&" };
-        Ok(ConsoleResponse::see_other(&format!(
+        ConsoleResponse::see_other(&format!(
             "{}/dead{back}{sep}done={}&n={applied}",
             view.base,
             action.as_str()
-        )))
+        ))
     }
 
     /// Records an action done in the console in the inbox's action log.

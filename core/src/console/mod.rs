@@ -69,7 +69,6 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 
-use crate::inbox::bulk::BulkAction;
 use crate::inbox::{DeadLetter, DeadLetterCursor, DeadLetterFilter, Inbox, InboxError};
 use crate::redact::Redaction;
 
@@ -631,14 +630,8 @@ impl Console {
         view: &render::View<'_>,
         query: &[(String, String)],
     ) -> Result<ConsoleResponse, InboxError> {
-        let Some(action) = field(query, "action").and_then(BulkAction::parse) else {
-            return Ok(bad_request(view.base, "action is replay or discard"));
-        };
-        let filter = match list_filter(query) {
-            Ok(filter) => DeadLetterFilter {
-                after: None,
-                ..filter
-            },
+        let (action, filter) = match params::bulk_request(query) {
+            Ok(request) => request,
             Err(reason) => return Ok(bad_request(view.base, &reason)),
         };
         let found = self

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use crate::inbox::bulk::BulkAction;
 use crate::inbox::{DeadLetterCursor, DeadLetterFilter, DeliveryFilter};
 
 use super::render;
@@ -77,6 +78,22 @@ pub(super) fn list_filter(query: &[(String, String)]) -> Result<DeadLetterFilter
         );
     }
     Ok(filter)
+}
+
+/// A request to act on every dead letter matching a filter (`action`, the
+/// list's filter and search, no cursor): the confirmation page's and the
+/// action's.
+pub(super) fn bulk_request(
+    form: &[(String, String)],
+) -> Result<(BulkAction, DeadLetterFilter), String> {
+    let action = field(form, "action")
+        .and_then(BulkAction::parse)
+        .ok_or("action is replay or discard")?;
+    let filter = DeadLetterFilter {
+        after: None,
+        ..list_filter(form)?
+    };
+    Ok((action, filter))
 }
 
 /// The list's filter as the request spells it.

@@ -905,7 +905,7 @@ pub(super) fn bulk_confirm(
                 "."
             }
             @if more { p.warn { "One action affects at most " (limit) " (the oldest first): run it again for the rest." } }
-            @if counted == Counted::Capped { p.warn { "The count stops after examining the oldest 10,000 dead letters; the action affects the ones counted: run it again for the rest." } }
+            @if counted == Counted::Capped { p.warn { "The count stops after examining the oldest 10,000 dead letters; the action goes on past them, up to " (limit) "." } }
             @if count == 0 {
                 p { a href={ (base) "/dead" (params.query()) } { "Back" } }
             } @else if view.admin {

@@ -192,3 +192,8 @@ pub async fn page_with(client: &Client, needle: &str) -> String {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Clicks the first element matching `locator`.
+pub async fn click(client: &Client, locator: Locator<'_>) {
+    client.find(locator).await.unwrap().click().await.unwrap();
+}

@@ -533,36 +533,52 @@ async fn actions_are_logged_with_the_caller() {
     assert_eq!(post.status, StatusCode::METHOD_NOT_ALLOWED);
 }
 
-/// Issue 34, item 2: `q` searches payload values and the last error, on
-/// both listings; a malformed one is a 400 saying what is wrong.
+/// Dead letters of Stripe-like bodies: (key, customer, last error).
 #[cfg(feature = "sqlite")]
-#[tokio::test]
-async fn listings_search_with_q() {
+async fn dead_customers(inbox: &crate::inbox::SqliteInbox, events: &[(&str, &str, &str)]) {
     use crate::inbox::{ClaimToken, NewEvent};
 
-    let inbox = inbox().await;
-    for (key, customer) in [("a", "cus_1"), ("b", "cus_2"), ("c", "cus_1")] {
+    for (key, customer, _) in events {
         let body = format!(r#"{{"data":{{"object":{{"customer":"{customer}"}}}}}}"#);
         inbox
-            .accept(&NewEvent::new(key, "stripe", body))
+            .accept(&NewEvent::new(*key, "stripe", body))
             .await
             .unwrap();
     }
     let token = ClaimToken::random();
-    inbox
-        .lease(token, 3, Duration::from_secs(30), 5)
+    let leased = inbox
+        .lease(
+            token,
+            u32::try_from(events.len()).unwrap(),
+            Duration::from_secs(30),
+            5,
+        )
         .await
         .unwrap();
-    for (key, error) in [
-        ("a", "upstream said 502"),
-        ("b", "upstream said 502"),
-        ("c", "timed out"),
-    ] {
+    assert_eq!(leased.len(), events.len());
+    for (key, _, error) in events {
         assert_eq!(
             inbox.dead_letter(key, token, error).await.unwrap(),
             Transition::Applied
         );
     }
+}
+
+/// Issue 34, item 2: `q` searches payload values and the last error, on
+/// both listings; a malformed one is a 400 saying what is wrong.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn listings_search_with_q() {
+    let inbox = inbox().await;
+    dead_customers(
+        &inbox,
+        &[
+            ("a", "cus_1", "upstream said 502"),
+            ("b", "cus_2", "upstream said 502"),
+            ("c", "cus_1", "timed out"),
+        ],
+    )
+    .await;
     let config = AdminConfig::default();
     let keys = |answer: &AdminResponse| -> Vec<String> {
         answer.body["items"]
@@ -622,32 +638,17 @@ async fn listings_search_with_q() {
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn bulk_by_filter() {
-    use crate::inbox::{ClaimToken, NewEvent};
-
     let inbox = inbox().await;
-    for (key, customer) in [
-        ("a", "cus_1"),
-        ("b", "cus_2"),
-        ("c", "cus_1"),
-        ("d", "cus_1"),
-    ] {
-        let body = format!(r#"{{"data":{{"object":{{"customer":"{customer}"}}}}}}"#);
-        inbox
-            .accept(&NewEvent::new(key, "stripe", body))
-            .await
-            .unwrap();
-    }
-    let token = ClaimToken::random();
-    inbox
-        .lease(token, 4, Duration::from_secs(30), 5)
-        .await
-        .unwrap();
-    for key in ["a", "b", "c", "d"] {
-        assert_eq!(
-            inbox.dead_letter(key, token, "boom").await.unwrap(),
-            Transition::Applied
-        );
-    }
+    dead_customers(
+        &inbox,
+        &[
+            ("a", "cus_1", "boom"),
+            ("b", "cus_2", "boom"),
+            ("c", "cus_1", "boom"),
+            ("d", "cus_1", "boom"),
+        ],
+    )
+    .await;
     let config = AdminConfig::default();
     let q = "q=data.object.customer+%3D+cus_1";
     let dry = call(
