@@ -25,6 +25,10 @@
 
 mod support;
 
+#[path = "inbox_suite/gates.rs"]
+mod gates;
+use gates::{gates_limit_concurrency_across_workers, gates_pause_one_selector, gates_permits};
+
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -259,6 +263,10 @@ impl Target {
                         self.table.clone(),
                         format!("{}_control", self.table),
                         format!("{}_activity", self.table),
+                        format!("{}_gates", self.table),
+                        format!("{}_permits", self.table),
+                        format!("{}_attempts", self.table),
+                        format!("{}_actions", self.table),
                     ];
                     for table in tables {
                         let _ = sqlx::query(&format!("DROP TABLE IF EXISTS \"{table}\""))
@@ -276,6 +284,10 @@ impl Target {
                         self.table.clone(),
                         format!("{}_control", self.table),
                         format!("{}_activity", self.table),
+                        format!("{}_gates", self.table),
+                        format!("{}_permits", self.table),
+                        format!("{}_attempts", self.table),
+                        format!("{}_actions", self.table),
                     ];
                     for table in tables {
                         let _ = sqlx::query(&format!("DROP TABLE IF EXISTS `{table}`"))
@@ -3198,6 +3210,9 @@ macro_rules! suite {
                 action_log,
                 search_payloads_and_errors,
                 bulk_by_filter_in_batches,
+                gates_pause_one_selector,
+                gates_permits,
+                gates_limit_concurrency_across_workers,
                 dead_letter_admin,
                 accept_then_crash,
                 store_down_at_accept,

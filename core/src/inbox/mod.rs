@@ -124,6 +124,7 @@ pub mod activity;
 pub mod admin;
 pub mod attempts;
 pub mod bulk;
+pub mod gates;
 mod purge;
 pub mod search;
 pub mod signals;
@@ -764,6 +765,94 @@ pub trait Inbox: Send + Sync + 'static {
 
     /// Whether [`record_action`](Self::record_action) keeps anything.
     fn keeps_actions(&self) -> bool {
+        false
+    }
+
+    /// Pauses (`true`) or resumes (`false`) the events `selector` matches
+    /// ([the `gates` module](crate::inbox::gates)), for every worker of
+    /// every process; returns whether it changed. The other events flow as
+    /// before, and deliveries keep being accepted.
+    ///
+    /// The default refuses ([`keeps_gates`](Self::keeps_gates) is
+    /// `false`): the broker-backed inboxes.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer, the inbox keeps no
+    /// gates, or it holds [`MAX_GATES`](gates::MAX_GATES) already.
+    async fn set_gate_paused(
+        &self,
+        selector: &gates::Selector,
+        paused: bool,
+    ) -> Result<bool, InboxError> {
+        let _ = (selector, paused);
+        Err(gates::unsupported("this"))
+    }
+
+    /// The gates the store holds (paused selectors, and the limits workers
+    /// asked permits under), by selector.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn gates(&self) -> Result<Vec<gates::Gate>, InboxError> {
+        Ok(Vec::new())
+    }
+
+    /// Takes (or renews, for the same `holder`) a permit under `limit` for
+    /// the events `selector` matches, held for `hold`: granted while fewer
+    /// than the limit's concurrency are held by others and a token of its
+    /// rate is left (a renewal takes no token). Atomic across processes.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer or keeps no gates.
+    async fn acquire_permit(
+        &self,
+        selector: &gates::Selector,
+        limit: gates::Limit,
+        holder: &str,
+        hold: Duration,
+    ) -> Result<gates::Permit, InboxError> {
+        let _ = (selector, limit, holder, hold);
+        Err(gates::unsupported("this"))
+    }
+
+    /// Returns `holder`'s permit (none held: nothing to do).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer (the permit frees
+    /// itself when its hold ends).
+    async fn release_permit(
+        &self,
+        selector: &gates::Selector,
+        holder: &str,
+    ) -> Result<(), InboxError> {
+        let _ = (selector, holder);
+        Ok(())
+    }
+
+    /// Hands the event back unstarted, due after `delay`, its attempt not
+    /// counted, if `token` still holds it: what a worker does with an
+    /// event its limit refused a permit. The default hands it back due now
+    /// ([`release`](Self::release)).
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer.
+    async fn defer(
+        &self,
+        key: &str,
+        token: ClaimToken,
+        delay: Duration,
+    ) -> Result<Transition, InboxError> {
+        let _ = delay;
+        self.release(key, token).await
+    }
+
+    /// Whether the inbox keeps gates (pauses by selector, limits).
+    fn keeps_gates(&self) -> bool {
         false
     }
 }

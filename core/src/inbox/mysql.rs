@@ -180,7 +180,10 @@ impl MySqlInbox {
         within(self.command_timeout.max(Duration::from_secs(10)), async {
             let attempts = super::sql::attempts::create_mysql(&self.sql);
             let actions = super::sql::actions::create_mysql(&self.sql);
-            for statement in [&create, &control, &seed, &attempts, &actions] {
+            let [gates, permits] = super::sql::gates::create(&self.sql);
+            for statement in [
+                &create, &control, &seed, &attempts, &actions, &gates, &permits,
+            ] {
                 sqlx::query(statement).execute(&self.pool).await?;
             }
             self.migrate_activity().await

@@ -222,6 +222,7 @@ impl PostgresInbox {
                 .chain(&attempts)
                 .chain(&actions)
                 .chain(&payload)
+                .chain(&super::sql::gates::create(&self.sql))
             {
                 sqlx::query(statement).execute(&mut *tx).await?;
             }

@@ -12,6 +12,7 @@
 //! | `webhooks_inbox_in_flight` | gauge | | leased events |
 //! | `webhooks_inbox_dead` | gauge | | dead letters |
 //! | `webhooks_inbox_paused` | gauge | | 1 while processing is paused ([`Inbox::set_paused`]), else 0 |
+//! | `webhooks_inbox_permits_denied_total` | counter | full | permits a [limit](crate::inbox::gates) refused: `concurrency` or `rate` (the event is deferred, its attempt not counted) |
 //!
 //! Pausing or resuming logs an `INFO` event (`inbox processing paused` /
 //! `inbox processing resumed`, with `changed`), and sets the paused gauge
@@ -43,6 +44,8 @@ pub const IN_FLIGHT: &str = "webhooks_inbox_in_flight";
 pub const DEAD: &str = "webhooks_inbox_dead";
 /// `webhooks_inbox_paused`.
 pub const PAUSED: &str = "webhooks_inbox_paused";
+/// `webhooks_inbox_permits_denied_total`.
+pub const PERMITS_DENIED: &str = "webhooks_inbox_permits_denied_total";
 
 /// Logs a pause or resume (`changed`: the flag was not already so) and
 /// sets the paused gauge.
@@ -63,6 +66,33 @@ pub(crate) fn pause_set(paused: bool, changed: bool) {
     }
     #[cfg(feature = "metrics")]
     metrics::gauge!(PAUSED).set(if paused { 1.0 } else { 0.0 });
+}
+
+/// A selector paused or resumed (the selector is not logged as a label:
+/// it is in the action log).
+#[cfg_attr(
+    not(any(
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite",
+        feature = "redis"
+    )),
+    allow(dead_code, reason = "called by the backends, whose features are off")
+)]
+pub(crate) fn gate_set(paused: bool, changed: bool) {
+    if paused {
+        tracing::info!(changed, "inbox events of a selector paused");
+    } else {
+        tracing::info!(changed, "inbox events of a selector resumed");
+    }
+}
+
+/// Counts one permit refused, by what was full (`concurrency` or `rate`).
+pub(crate) fn permit_denied(full: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(PERMITS_DENIED, "full" => full).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = full;
 }
 
 /// Counts one accept on `route` by its outcome.

@@ -220,11 +220,13 @@ impl SqliteInbox {
         );
         within(self.command_timeout.max(Duration::from_secs(10)), async {
             let actions = super::sql::actions::create_sqlite(&self.sql);
+            let gates = super::sql::gates::create(&self.sql);
             for statement in statements
                 .iter()
                 .chain(&activity)
                 .chain(&attempts)
                 .chain(&actions)
+                .chain(&gates)
             {
                 sqlx::query(statement).execute(&self.pool).await?;
             }

@@ -19,6 +19,8 @@ macro_rules! sql_inbox {
                 millis, truncate_error,
             };
 
+            $crate::inbox::sql::gates::sql_gates!($inbox);
+
             impl std::fmt::Debug for $inbox {
                 fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                     f.debug_struct(stringify!($inbox))
@@ -452,6 +454,64 @@ macro_rules! sql_inbox {
                     }
                     $crate::inbox::signals::pause_set(paused, changed);
                     Ok(changed)
+                }
+
+                async fn set_gate_paused(
+                    &self,
+                    selector: &$crate::inbox::gates::Selector,
+                    paused: bool,
+                ) -> Result<bool, InboxError> {
+                    let changed =
+                        within(self.command_timeout, self.gate_set_paused(selector, paused))
+                            .await?
+                            .ok_or_else(|| {
+                                InboxError::Protocol(format!(
+                                    "the inbox holds {} gates already: resume one first",
+                                    $crate::inbox::gates::MAX_GATES
+                                ))
+                            })?;
+                    $crate::inbox::signals::gate_set(paused, changed);
+                    Ok(changed)
+                }
+
+                async fn gates(&self) -> Result<Vec<$crate::inbox::gates::Gate>, InboxError> {
+                    Ok(within(self.command_timeout, self.gate_list()).await?)
+                }
+
+                async fn acquire_permit(
+                    &self,
+                    selector: &$crate::inbox::gates::Selector,
+                    limit: $crate::inbox::gates::Limit,
+                    holder: &str,
+                    hold: Duration,
+                ) -> Result<$crate::inbox::gates::Permit, InboxError> {
+                    Ok(within(
+                        self.command_timeout,
+                        self.permit_acquire(selector, limit, holder, hold),
+                    )
+                    .await?)
+                }
+
+                async fn release_permit(
+                    &self,
+                    selector: &$crate::inbox::gates::Selector,
+                    holder: &str,
+                ) -> Result<(), InboxError> {
+                    Ok(within(self.command_timeout, self.permit_release(selector, holder)).await?)
+                }
+
+                async fn defer(
+                    &self,
+                    key: &str,
+                    token: ClaimToken,
+                    delay: Duration,
+                ) -> Result<Transition, InboxError> {
+                    self.transition(&self.sql.defer, Some(millis(delay)), &[key, &token.to_hex()])
+                        .await
+                }
+
+                fn keeps_gates(&self) -> bool {
+                    true
                 }
 
                 async fn paused(&self) -> Result<bool, InboxError> {

@@ -30,6 +30,7 @@
 
 pub(crate) mod actions;
 pub(crate) mod attempts;
+pub(crate) mod gates;
 pub(crate) mod schema;
 pub(crate) mod search;
 

@@ -211,6 +211,13 @@ macro_rules! schema_check {
                     let actions = $crate::inbox::sql::actions::table(&self.sql);
                     missing.push(gap("the action log table", &actions, found));
                 }
+                if let Err((found, _)) = self
+                    .probe(&$crate::inbox::sql::gates::probe(&self.sql))
+                    .await?
+                {
+                    let gates = $crate::inbox::sql::gates::table(&self.sql);
+                    missing.push(gap("the gates tables", &gates, found));
+                }
                 if self.sql.search == $crate::inbox::sql::search::SearchSql::Postgres {
                     let function = $crate::inbox::sql::search::payload_function_probe(&self.sql.table);
                     if let Err((found, _)) = self.probe(&function).await? {

@@ -127,6 +127,10 @@ pub(crate) struct InboxStatements {
     pub(crate) set_paused: String,
     /// The pause flag; no parameters.
     pub(crate) paused: String,
+    /// Hands a lease back unstarted, due later; bound: delay ms, key, token.
+    pub(crate) defer: String,
+    /// The gates' statements.
+    pub(crate) gates: super::gates::GateStatements,
     /// The delivery listing's select, without its conditions (see
     /// [`InboxStatements::deliveries`]).
     deliveries: String,
@@ -143,6 +147,8 @@ impl InboxStatements {
         let p = d.param;
         let int = d.int;
         let columns = LEASE_COLUMNS.replacen("event_key", d.key_select, 1);
+        // No paused gate matches the row (see `gates`).
+        let unpaused = super::gates::unpaused(table, q);
         let dead_columns = format!("{columns}, last_error, updated_at");
         // A due row: pending and due, or leased with an expired lease and
         // attempts left (a takeover); parameter `n`: the max attempts.
@@ -151,7 +157,7 @@ impl InboxStatements {
             format!(
                 "((state = {PENDING} AND due_at <= {now}) OR \
                  (state = {LEASED} AND lease_until <= {now} AND attempts < {})) \
-                 AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0)",
+                 AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) AND {unpaused}",
                 p(n)
             )
         };
@@ -170,7 +176,7 @@ impl InboxStatements {
                 p(first + 1)
             )
         };
-        Self {
+        let mut made = Self {
             table: table.to_owned(),
             quoted: t.clone(),
             param: p,
@@ -198,7 +204,8 @@ impl InboxStatements {
             ),
             expired_select: format!(
                 "SELECT {columns} FROM {t} WHERE state = {LEASED} AND lease_until <= {now} \
-                 AND (attempts >= {} OR NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0)) \
+                 AND (attempts >= {} OR (NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) \
+                 AND {unpaused})) \
                  ORDER BY lease_until LIMIT {}{}",
                 p(1),
                 p(2),
@@ -238,7 +245,7 @@ impl InboxStatements {
             ),
             pending_select: format!(
                 "SELECT {columns} FROM {t} WHERE state = {PENDING} AND due_at <= {now} \
-                 AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) \
+                 AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) AND {unpaused} \
                  ORDER BY due_at LIMIT {}{}",
                 p(1),
                 d.lock
@@ -272,6 +279,12 @@ impl InboxStatements {
                 "UPDATE {t} SET state = {PENDING}, token = NULL, lease_until = NULL, due_at = {now}, \
                  attempts = attempts - 1, updated_at = {now} WHERE {}",
                 held(1)
+            ),
+            defer: format!(
+                "UPDATE {t} SET state = {PENDING}, token = NULL, lease_until = NULL, \
+                 due_at = {now} + {}, attempts = attempts - 1, updated_at = {now} WHERE {}",
+                p(1),
+                held(2)
             ),
             dead_letter: format!(
                 "UPDATE {t} SET state = {DEAD}, token = NULL, lease_until = NULL, last_error = {}, \
@@ -336,7 +349,10 @@ impl InboxStatements {
             )
             .replace("{now}", now),
             control: c,
-        }
+            gates: super::gates::GateStatements::default(),
+        };
+        made.gates = super::gates::GateStatements::new(&made);
+        made
     }
 
     /// The delivery listing's statement for `filter`, and the values to

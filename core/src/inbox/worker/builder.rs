@@ -126,6 +126,58 @@ impl<T: JobEvent, Store> WorkerBuilder<T, Store> {
         self
     }
 
+    /// Bounds the events `selector` matches to `limit` (running at once,
+    /// started per second) across every worker of every process that sets
+    /// the same limit on the inbox; see [the `gates`
+    /// module](crate::inbox::gates). Call once per selector; the first
+    /// limit whose selector matches an event applies.
+    ///
+    /// Before running such an event the worker takes a permit from the
+    /// store; refused, it hands the event back unstarted, due when the
+    /// store says a permit may be free (its attempt is not counted, and
+    /// [`WorkerReport::deferred`](super::WorkerReport::deferred) counts it).
+    ///
+    /// ```
+    /// # #[cfg(feature = "sqlite")]
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use webhooks_core::inbox::gates::Limit;
+    /// use webhooks_core::inbox::{Inbox, Job, SqliteInbox, Worker};
+    ///
+    /// let inbox = SqliteInbox::connect("sqlite::memory:").await?;
+    /// inbox.migrate().await?;
+    /// let inbox: Arc<dyn Inbox> = Arc::new(inbox);
+    /// let worker = Worker::builder(inbox)
+    ///     .concurrency(8)
+    ///     // Stripe's invoice events: 2 at a time, 10 started per second.
+    ///     .limit("stripe:invoice.*".parse()?, Limit::concurrency(2).and_per_second(10))
+    ///     .handler(|job: Job<serde_json::Value>| async move { Ok::<(), std::io::Error>(()) });
+    /// # drop(worker);
+    /// # Ok(()) }
+    /// # #[cfg(not(feature = "sqlite"))] fn main() {}
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// On an inbox that keeps no gates (the broker-backed ones:
+    /// [`Inbox::keeps_gates`] is `false`): the limit could not be kept.
+    pub fn limit(
+        mut self,
+        selector: crate::inbox::gates::Selector,
+        limit: crate::inbox::gates::Limit,
+    ) -> Self {
+        assert!(
+            self.inbox.keeps_gates(),
+            "WorkerBuilder::limit: this inbox keeps no gates (a broker-backed inbox), so the \
+             limit on {selector} could not be kept"
+        );
+        let mut limits = self.config.limits.to_vec();
+        limits.retain(|(s, _)| *s != selector);
+        limits.push((selector, limit));
+        self.config.limits = Arc::from(limits);
+        self
+    }
+
     /// Whether to record each attempt in the inbox's
     /// [attempt history](crate::inbox::attempts) (default `true`; one more
     /// round trip per completion flush and per failure).

@@ -54,6 +54,8 @@ struct Config {
     name: Arc<str>,
     /// Whether attempts are recorded ([`Inbox::record_attempts`]).
     history: bool,
+    /// The limits, first match wins ([`WorkerBuilder::limit`]).
+    limits: Arc<[(crate::inbox::gates::Selector, crate::inbox::gates::Limit)]>,
 }
 
 struct Shared<T> {
@@ -107,6 +109,9 @@ pub struct WorkerReport {
     /// Events of a type the handler does not know, completed without
     /// running it (see [`JobEvent`]).
     pub unknown_type: u64,
+    /// Events handed back unstarted because their
+    /// [limit](WorkerBuilder::limit) refused a permit (not attempts).
+    pub deferred: u64,
 }
 
 impl WorkerReport {
@@ -117,6 +122,7 @@ impl WorkerReport {
         self.handed_back += other.handed_back;
         self.stale += other.stale;
         self.unknown_type += other.unknown_type;
+        self.deferred += other.deferred;
     }
 }
 
@@ -178,6 +184,7 @@ impl<T: JobEvent> Worker<T> {
             poll_interval: Duration::from_millis(500),
             name: Arc::from(crate::inbox::attempts::default_worker_name()),
             history: true,
+            limits: Arc::from(Vec::new()),
         }
     }
 

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
 use super::{Job, JobEvent, Ran, Settle, Shared, ShutdownSignal, Tried, WorkerReport};
+use crate::inbox::gates::{DEFER_BUSY, Limit, Permit, Selector, limit_for};
 use crate::inbox::{Attempt, AttemptOutcome, ClaimToken, InboxError, LeasedEvent, Transition};
 
 /// A completion waiting for the flusher.
@@ -60,7 +61,13 @@ pub(super) async fn run_loop<T: JobEvent>(
             idle(&mut signal, config.poll_interval).await;
             continue;
         }
-        report.add(run_batch(&shared, &signal, token, events, &completions).await);
+        let leased = events.len() as u64;
+        let ran = run_batch(&shared, &signal, token, events, &completions).await;
+        report.add(ran);
+        if ran.deferred == leased {
+            // Every event waits for a permit: no hurry to lease them again.
+            idle(&mut signal, config.poll_interval).await;
+        }
     }
     report
 }
@@ -130,17 +137,50 @@ async fn run_batch<T: JobEvent>(
             .unwrap_or_else(|e| e.into_inner())
             .retain(|k| k != key);
     };
+    // The permit the running event holds, renewed with the leases.
+    let permit: Mutex<Option<(Selector, Limit, String)>> = Mutex::new(None);
     let work = pin!(async {
         let mut report = WorkerReport::default();
         let mut flushing = Vec::new();
+        // Selectors refused a permit in this batch, and for how long.
+        let mut refused: Vec<(Selector, Duration)> = Vec::new();
         for event in events {
             let key = event.meta.key.clone();
-            let (settle, tried) = if signal.is_triggered() {
-                (Settle::HandBack, None)
-            } else {
-                let (settle, tried) = run_one(shared, event).await;
-                (settle, Some(tried))
-            };
+            if signal.is_triggered() {
+                settle_one(shared, &key, token, &Settle::HandBack, &mut report).await;
+                release(&key);
+                continue;
+            }
+            let gate = limit_for(
+                &shared.config.limits,
+                &event.meta.scheme,
+                event.meta.event_type.as_deref(),
+            )
+            .cloned();
+            if let Some((selector, limit)) = &gate {
+                let wait = match refused.iter().find(|(s, _)| s == selector) {
+                    Some((_, wait)) => Some(*wait),
+                    None => take_permit(shared, selector, *limit, &key).await,
+                };
+                if let Some(wait) = wait {
+                    if !refused.iter().any(|(s, _)| s == selector) {
+                        refused.push((selector.clone(), wait));
+                    }
+                    defer(shared, &key, token, wait, &mut report).await;
+                    release(&key);
+                    continue;
+                }
+                *permit.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((selector.clone(), *limit, key.clone()));
+            }
+            let (settle, tried) = run_one(shared, event).await;
+            if let Some((selector, _)) = &gate {
+                permit.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Err(error) = shared.inbox.release_permit(selector, &key).await {
+                    tracing::warn!(key = %key, error = %error, "returning an inbox permit failed; it frees itself when its hold ends");
+                }
+            }
+            let tried = Some(tried);
             if let (Settle::Complete | Settle::CompleteUnknown, Some(tried)) = (&settle, tried) {
                 let (recorded, done) = oneshot::channel();
                 let completion = Completion {
@@ -174,6 +214,17 @@ async fn run_batch<T: JobEvent>(
         loop {
             tokio::time::sleep(every).await;
             let keys = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let running = permit.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some((selector, limit, holder)) = running {
+                // A renewal by the holder: granted while the permit is held.
+                let renewed = shared
+                    .inbox
+                    .acquire_permit(&selector, limit, &holder, shared.config.lease)
+                    .await;
+                if let Err(error) = renewed {
+                    tracing::warn!(key = %holder, error = %error, "renewing an inbox permit failed");
+                }
+            }
             for key in keys {
                 match shared.inbox.extend(&key, token, shared.config.lease).await {
                     Ok(Transition::Applied) => {}
@@ -190,6 +241,61 @@ async fn run_batch<T: JobEvent>(
     match futures_util::future::select(work, renew).await {
         Either::Left((report, _)) => report,
         Either::Right(((), _)) => unreachable!("the renewal loop never ends"),
+    }
+}
+
+/// Takes a permit for `key` under `limit`: `None` when granted, else how
+/// long to defer the event (a store error defers it too: the limit may
+/// protect something the handler calls).
+async fn take_permit<T>(
+    shared: &Shared<T>,
+    selector: &Selector,
+    limit: Limit,
+    key: &str,
+) -> Option<Duration> {
+    match shared
+        .inbox
+        .acquire_permit(selector, limit, key, shared.config.lease)
+        .await
+    {
+        Ok(Permit::Granted) => None,
+        Ok(Permit::Denied { retry_after }) => {
+            let full = if retry_after == DEFER_BUSY {
+                "concurrency"
+            } else {
+                "rate"
+            };
+            crate::inbox::signals::permit_denied(full);
+            Some(retry_after)
+        }
+        Err(error) => {
+            tracing::warn!(key = %key, error = %error, "taking an inbox permit failed; deferring the event");
+            Some(DEFER_BUSY)
+        }
+    }
+}
+
+/// Hands an event its limit refused back unstarted, due after `wait`
+/// (within 10 ms and 5 s).
+async fn defer<T>(
+    shared: &Shared<T>,
+    key: &str,
+    token: ClaimToken,
+    wait: Duration,
+    report: &mut WorkerReport,
+) {
+    let wait = wait.clamp(Duration::from_millis(10), Duration::from_secs(5));
+    match shared.inbox.defer(key, token, wait).await {
+        Ok(Transition::Applied) => report.deferred += 1,
+        Ok(Transition::Stale) => {
+            tracing::warn!(key = %key, "inbox deferral refused: the lease was taken over");
+            report.stale += 1;
+        }
+        Err(error) => {
+            // The lease expires and the event is due again then.
+            tracing::warn!(key = %key, error = %error, "deferring an inbox event failed");
+            report.deferred += 1;
+        }
     }
 }
 
