@@ -11,6 +11,7 @@ use super::query::{parse_delivery_query, parse_query, percent_decode, search_of}
 use super::{AdminConfig, AdminResponse};
 use crate::inbox::actions::{self, Action, ActionKind};
 use crate::inbox::bulk::{self, BulkAction, DEFAULT_BULK_LIMIT};
+use crate::inbox::gates::{MAX_GATES, Selector};
 use crate::inbox::{DeadLetterCursor, DeadLetterFilter, Inbox, InboxError, Transition};
 
 fn count(action: &'static str, n: u64) {
@@ -27,6 +28,84 @@ async fn log(inbox: &dyn Inbox, caller: &Caller, kind: ActionKind, target: Strin
         .target(target)
         .count(n);
     actions::record(inbox, action).await;
+}
+
+/// `GET /gates`: the gates the store holds.
+async fn gates(inbox: &dyn Inbox) -> Result<AdminResponse, InboxError> {
+    let gates: Vec<Value> = inbox
+        .gates()
+        .await?
+        .into_iter()
+        .map(|gate| {
+            let limit = gate.limit.unwrap_or_default();
+            json!({
+                "selector": gate.selector.to_string(),
+                "paused": gate.paused,
+                "concurrency": limit.concurrency,
+                "per_second": limit.per_second,
+                "running": gate.running,
+                "updated_at_ms": gate.updated_at,
+            })
+        })
+        .collect();
+    Ok(AdminResponse::new(
+        StatusCode::OK,
+        json!({ "gates": gates, "supported": inbox.keeps_gates() }),
+    ))
+}
+
+/// `POST /pause?only=` and `POST /resume?only=`: one selector's events.
+async fn pause_only(
+    inbox: &dyn Inbox,
+    caller: &Caller,
+    only: &str,
+    paused: bool,
+) -> Result<AdminResponse, InboxError> {
+    let selector: Selector = match only.parse() {
+        Ok(selector) => selector,
+        Err(error) => {
+            return Ok(AdminResponse::error(
+                StatusCode::BAD_REQUEST,
+                &format!("only: {error}"),
+            ));
+        }
+    };
+    if !inbox.keeps_gates() {
+        return Ok(AdminResponse::error(
+            StatusCode::BAD_REQUEST,
+            "this inbox does not pause by event type (a broker-backed inbox)",
+        ));
+    }
+    if paused {
+        // The gates full: the operator's to fix (`409`), not the store's.
+        let held = inbox.gates().await?;
+        if held.len() >= MAX_GATES && !held.iter().any(|g| g.selector == selector) {
+            return Ok(AdminResponse::error(
+                StatusCode::CONFLICT,
+                &format!("the inbox holds {MAX_GATES} gates already: resume one first"),
+            ));
+        }
+    }
+    let changed = inbox.set_gate_paused(&selector, paused).await?;
+    let (action, kind) = if paused {
+        ("pause", ActionKind::Pause)
+    } else {
+        ("resume", ActionKind::Resume)
+    };
+    tracing::info!(who = %caller.who, action, changed, "inbox admin action on a selector");
+    count(action, 1);
+    log(
+        inbox,
+        caller,
+        kind,
+        selector.to_string(),
+        u64::from(changed),
+    )
+    .await;
+    Ok(AdminResponse::new(
+        StatusCode::OK,
+        json!({ "paused": paused, "changed": changed, "only": selector.to_string() }),
+    ))
 }
 
 /// The dead-letter filter of a query: `scheme`, `event_type`, `from` /
@@ -256,6 +335,12 @@ pub(super) async fn route(
     if path == "/actions" {
         return action_log(inbox, method, get("before"), get("limit")).await;
     }
+    if path == "/gates" {
+        if method != Method::GET {
+            return Ok(not_allowed());
+        }
+        return gates(inbox).await;
+    }
     if path == "/pause" || path == "/resume" {
         if method != Method::POST {
             return Ok(not_allowed());
@@ -265,6 +350,9 @@ pub(super) async fn route(
         } else {
             (false, "resume", ActionKind::Resume)
         };
+        if let Some(only) = get("only") {
+            return pause_only(inbox, caller, only, paused).await;
+        }
         let changed = inbox.set_paused(paused).await?;
         tracing::info!(who = %caller.who, action, changed, "inbox admin action");
         count(action, 1);

@@ -1211,3 +1211,101 @@ async fn payload_fields_are_redacted() {
         "{text}"
     );
 }
+
+/// Issue 34, item 5: one selector paused and resumed through the API,
+/// listed under `/gates`, logged with the caller; a bad selector is `400`.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn pause_one_selector() {
+    use crate::inbox::gates::{Limit, Selector};
+    let inbox = inbox().await;
+    let config = AdminConfig::default();
+    let admin = || Some(Access::Admin("ada".into()));
+    let empty = call(&inbox, &config, ops(), Method::GET, "/gates", &[]).await;
+    assert_eq!(empty.body, json!({"gates": [], "supported": true}));
+    let paused = call(
+        &inbox,
+        &config,
+        admin(),
+        Method::POST,
+        "/pause?only=stripe%3Ainvoice.*",
+        &[JSON],
+    )
+    .await;
+    assert_eq!(paused.status, StatusCode::OK, "{}", paused.body);
+    assert_eq!(
+        paused.body,
+        json!({"paused": true, "changed": true, "only": "stripe:invoice.*"})
+    );
+    assert!(!inbox.paused().await.unwrap(), "the inbox itself runs");
+    let reader = Some(Access::ReadOnly("rita".into()));
+    let refused = call(
+        &inbox,
+        &config,
+        reader,
+        Method::POST,
+        "/resume?only=stripe",
+        &[JSON],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    for bad in ["/pause?only=", "/pause?only=a%20b", "/pause?only=*:*"] {
+        let answer = call(&inbox, &config, admin(), Method::POST, bad, &[JSON]).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::BAD_REQUEST,
+            "{bad}: {}",
+            answer.body
+        );
+    }
+    let selector: Selector = "shopify:orders/*".parse().unwrap();
+    inbox
+        .acquire_permit(
+            &selector,
+            Limit::concurrency(2),
+            "k",
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    let listed = call(&inbox, &config, ops(), Method::GET, "/gates", &[]).await;
+    let gates = listed.body["gates"].as_array().unwrap();
+    assert_eq!(gates.len(), 2, "{}", listed.body);
+    assert_eq!(gates[0]["selector"], "shopify:orders/*");
+    assert_eq!(
+        (
+            &gates[0]["concurrency"],
+            &gates[0]["running"],
+            &gates[0]["paused"]
+        ),
+        (&json!(2), &json!(1), &json!(false))
+    );
+    assert_eq!(gates[1]["selector"], "stripe:invoice.*");
+    assert_eq!(
+        (&gates[1]["paused"], &gates[1]["concurrency"]),
+        (&json!(true), &json!(null))
+    );
+    let resumed = call(
+        &inbox,
+        &config,
+        admin(),
+        Method::POST,
+        "/resume?only=stripe:invoice.*",
+        &[JSON],
+    )
+    .await;
+    assert_eq!(resumed.body["changed"], true, "{}", resumed.body);
+    let log = inbox.actions(None, 10).await.unwrap().actions;
+    let entries: Vec<(&str, &str, u64)> = log
+        .iter()
+        .map(|a| (a.kind.as_str(), a.target.as_str(), a.count))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("resume", "stripe:invoice.*", 1),
+            ("pause", "stripe:invoice.*", 1)
+        ]
+    );
+    assert!(log.iter().all(|a| a.who == "ada" && a.via == "api"));
+}
