@@ -7,6 +7,7 @@ pub mod apps;
 pub mod backends;
 pub mod behaviour;
 pub mod client;
+pub mod gates;
 pub mod keys;
 pub mod providers;
 pub mod providers_email;

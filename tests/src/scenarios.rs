@@ -14,6 +14,7 @@ use crate::apps::{Framework, RunningApp, Spec};
 use crate::backends::{Backend, Faulty};
 use crate::behaviour::{MODE_HEADER, PANIC_ON_PURPOSE};
 use crate::client::{self, Framing, Request, Response};
+use crate::gates::inbox_admin_pauses_one_event_type;
 use crate::keys;
 use crate::providers::{
     timestamp_hmac_provider_paddle, token_provider_gitlab, url_signing_provider_twilio,
@@ -102,7 +103,7 @@ fn signer() -> Result<Signer, String> {
 }
 
 /// A signed POST of `body` to `path` with delivery `id`, signed now.
-fn delivery(path: &str, id: &str, body: &[u8]) -> Result<Request, String> {
+pub(crate) fn delivery(path: &str, id: &str, body: &[u8]) -> Result<Request, String> {
     signed_with(&signer()?, path, id, keys::now(), body)
 }
 
@@ -117,7 +118,7 @@ fn signed_with(
     Ok(Request::post(path, body.to_vec()).headers(&headers))
 }
 
-async fn send(app: &RunningApp, request: &Request) -> Result<Response, String> {
+pub(crate) async fn send(app: &RunningApp, request: &Request) -> Result<Response, String> {
     client::send(app.addr, request).await
 }
 
@@ -134,7 +135,7 @@ async fn handler_started(app: &RunningApp, id: &str, n: u32) -> Outcome {
     Err(format!("the handler never started run {n} of {id}"))
 }
 
-fn expect(response: &Response, status: u16, what: &str) -> Outcome {
+pub(crate) fn expect(response: &Response, status: u16, what: &str) -> Outcome {
     ensure!(
         response.status == status,
         "{what}: expected {status}, got {} ({:?})",
@@ -994,7 +995,9 @@ async fn metrics_count_store_failures(env: Env) -> Outcome {
 }
 
 /// An inbox on `env`'s engine, or `None` (said on stderr) when there is none.
-async fn inbox_of(env: &Env) -> Result<Option<Arc<dyn webhooks_core::inbox::Inbox>>, String> {
+pub(crate) async fn inbox_of(
+    env: &Env,
+) -> Result<Option<Arc<dyn webhooks_core::inbox::Inbox>>, String> {
     let inbox = env.backend.inbox().await?;
     if inbox.is_none() {
         eprintln!(
@@ -1285,7 +1288,7 @@ async fn inbox_admin_searches_bulk_replays_and_logs(env: Env) -> Outcome {
 }
 
 /// One request to an admin API: its status and JSON body.
-async fn admin_call(
+pub(crate) async fn admin_call(
     addr: std::net::SocketAddr,
     request: Request,
 ) -> Result<(u16, serde_json::Value), String> {
@@ -2033,6 +2036,7 @@ scenarios![
     inbox_stores_then_acknowledges_duplicates,
     inbox_admin_lists_inspects_and_replays_once,
     inbox_admin_searches_bulk_replays_and_logs,
+    inbox_admin_pauses_one_event_type,
     inbox_admin_refuses_cross_site_and_guards,
     inbox_admin_hides_bodies_and_credentials,
     inbox_worker_dispatches_on_the_event_type,
