@@ -416,7 +416,10 @@ async fn previous_schema_gains_the_history_and_the_log(old: Old) {
     drop(inbox);
     // Each table alone missing (the schema check must notice either).
     let q = if old.kind == "mysql" { '`' } else { '"' };
-    for (round, added) in ["attempts", "actions"].into_iter().enumerate() {
+    for (round, added) in ["attempts", "actions", "gates", "permits"]
+        .into_iter()
+        .enumerate()
+    {
         old.exec(&format!("DROP TABLE {q}{}_{added}{q}", old.table))
             .await;
         let inbox = old.connect(&old.url).await.expect("connect upgrades");
@@ -435,6 +438,25 @@ async fn previous_schema_gains_the_history_and_the_log(old: Old) {
             .expect("the action log table exists");
         let log = inbox.actions(None, 10).await.expect("actions").actions;
         assert_eq!(log[0].kind, ActionKind::Pause, "{added}");
+        // The gates tables (issue 34, item 5): the leases read them.
+        let selector: webhooks_core::inbox::gates::Selector = "test:x".parse().unwrap();
+        inbox
+            .set_gate_paused(&selector, true)
+            .await
+            .expect("the gates table exists");
+        let limit = webhooks_core::inbox::gates::Limit::concurrency(1);
+        inbox
+            .acquire_permit(&selector, limit, "k", Duration::from_secs(5))
+            .await
+            .expect("the permits table exists");
+        inbox
+            .lease(ClaimToken::random(), 1, Duration::from_secs(5), 5)
+            .await
+            .expect("a lease reads the gates");
+        inbox
+            .set_gate_paused(&selector, false)
+            .await
+            .expect("resume");
     }
     old.cleanup().await;
 }
