@@ -1,9 +1,10 @@
 //! `webhooks inbox`: operate a durable inbox over webhooks-core's
 //! `inbox_from_url` and the `Inbox` trait: counts, listings, one delivery,
 //! replay and discard of dead letters (one, or every one matching a filter,
-//! after confirmation), purge, pause and resume, a live tail, migrations,
-//! and the action log (each change made here is recorded in it, as
-//! `--as` or `$USER@host`, through `cli`).
+//! after confirmation), purge, pause and resume (the whole inbox, or the
+//! events one selector matches, and the gates: module `gates`), a live tail,
+//! migrations, and the action log (each change made here is recorded in
+//! it, as `--as` or `$USER@host`, through `cli`).
 //!
 //! The store URL comes from `--url` or `WEBHOOKS_INBOX_URL`; it may hold a
 //! password, so it is never printed.
@@ -24,6 +25,8 @@ use webhooks_core::redact::{DEFAULT_BODY_LIMIT, EventRedaction, Redaction, Shown
 use crate::error::Failure;
 use crate::output::{BAD, BOLD, DIM, HINT, OK, Out, paint};
 
+mod gates;
+
 const EXAMPLES: &str = "\
 Examples:
   export WEBHOOKS_INBOX_URL=postgres://app@db/app
@@ -34,6 +37,8 @@ Examples:
   webhooks inbox replay --all --scheme stripe --dry-run
   webhooks inbox replay --all --scheme stripe --yes
   webhooks inbox purge --older-than 14d --yes
+  webhooks inbox pause --only 'stripe:invoice.*'
+  webhooks inbox gates
   webhooks inbox actions --limit 20
   webhooks inbox --url sqlite://inbox.db tail";
 
@@ -127,10 +132,25 @@ enum Action {
         #[arg(long)]
         force: bool,
     },
-    /// Stop every worker from starting new attempts (deliveries are still received).
-    Pause,
-    /// Let the workers run again.
-    Resume,
+    /// Stop every worker from starting new attempts (deliveries are still
+    /// received); with --only, only on the events a selector matches.
+    Pause {
+        /// Only the events this selector matches: `scheme:type` with `*`
+        /// wildcards (`stripe:invoice.*`, `*:invoice.*`, `shopify`); the
+        /// others flow as before.
+        #[arg(long, value_name = "SELECTOR")]
+        only: Option<String>,
+    },
+    /// Let the workers run again; with --only, on the events of a selector
+    /// paused with `pause --only`.
+    Resume {
+        /// Only the events this selector matches (as `pause --only` took it).
+        #[arg(long, value_name = "SELECTOR")]
+        only: Option<String>,
+    },
+    /// The gates: the selectors paused (`pause --only`) or limited (the
+    /// workers' limits), with the permits held now and the limits.
+    Gates,
     /// Print the counts, and each new dead letter, until Ctrl-C.
     Tail {
         /// Seconds between polls.
@@ -237,8 +257,11 @@ pub(crate) async fn run(args: InboxArgs, out: &Out) -> Result<(), Failure> {
             yes,
             force,
         } => purge(&inbox, older_than, dry_run, yes, force, &log).await,
-        Action::Pause => pause(&inbox, true, &log).await,
-        Action::Resume => pause(&inbox, false, &log).await,
+        Action::Pause { only: None } => pause(&inbox, true, &log).await,
+        Action::Resume { only: None } => pause(&inbox, false, &log).await,
+        Action::Pause { only: Some(only) } => gates::pause_only(&inbox, &only, true, &log).await,
+        Action::Resume { only: Some(only) } => gates::pause_only(&inbox, &only, false, &log).await,
+        Action::Gates => gates::list(&inbox, out).await,
         Action::Actions { limit, before } => actions(&inbox, before, limit, out).await,
         Action::Tail { interval } => tail(&inbox, Duration::from_secs(interval.max(1)), out).await,
         Action::Migrate => {

@@ -67,7 +67,7 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Receive deliveries locally through the library's own tower layer.
     Listen(listen::ListenArgs),
-    /// Operate a durable inbox: stats, ls, show, replay, discard, purge, pause, resume, tail, migrate.
+    /// Operate a durable inbox: stats, ls, show, replay, discard, purge, pause, resume, gates, tail, migrate, actions.
     Inbox(inbox::InboxArgs),
     /// List the built-in event fixtures of a scheme (or of every scheme).
     #[command(after_help = "Examples:\n  webhooks events stripe\n  webhooks events --json")]

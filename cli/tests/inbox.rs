@@ -275,6 +275,139 @@ async fn exercise(url: &str) {
     );
     let (code, migrated) = inbox(url, &["migrate"]);
     assert_eq!((code, migrated["migrated"].as_bool()), (0, Some(true)));
+    gates(url).await;
+}
+
+/// Issue 34, item 5: `pause --only` and `resume --only` pause one
+/// selector's events (logged as the whole inbox's pause, the selector as
+/// the target), `gates` lists them with the workers' limits, and a
+/// malformed selector is bad input (exit 2) saying why.
+async fn gates(url: &str) {
+    use webhooks_core::inbox::gates::Limit;
+
+    let (code, listed) = inbox(url, &["gates"]);
+    assert_eq!(code, 0, "{listed}");
+    assert_eq!(
+        listed,
+        serde_json::json!({"gates": [], "supported": true}),
+        "{listed}"
+    );
+    // A worker's limit, one permit held.
+    let store = inbox_from_url(url).await.unwrap();
+    let orders = "shopify:orders/*".parse().unwrap();
+    let limit = Limit::concurrency(2).and_per_second(10);
+    store
+        .acquire_permit(&orders, limit, "evt_x", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let (code, paused) = inbox(url, &["pause", "--only", "Stripe:invoice.*"]);
+    assert_eq!(code, 0, "{paused}");
+    assert_eq!(
+        paused,
+        serde_json::json!({"paused": true, "changed": true, "only": "stripe:invoice.*"})
+    );
+    let (_, again) = inbox(url, &["pause", "--only", "stripe:invoice.*"]);
+    assert_eq!(again["changed"], false, "{again}");
+    assert_eq!(
+        inbox(url, &["stats"]).1["paused"],
+        false,
+        "the inbox as a whole runs"
+    );
+    let (_, listed) = inbox(url, &["gates"]);
+    let rows: Vec<_> = listed["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["selector"].as_str().unwrap().to_owned(),
+                g["paused"].as_bool().unwrap(),
+                g["running"].as_u64().unwrap(),
+                g["concurrency"].as_u64(),
+                g["per_second"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("shopify:orders/*".to_owned(), false, 1, Some(2), Some(10)),
+            ("stripe:invoice.*".to_owned(), true, 0, None, None),
+        ],
+        "{listed}"
+    );
+    let (code, table, stderr) = text(&support::run(&["inbox", "--url", url, "gates"]));
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(lines[0].starts_with("SELECTOR"), "{table}");
+    assert!(
+        lines[1].starts_with("shopify:orders/*  running  1 / 2    10/s"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with("stripe:invoice.*  paused   —        —"),
+        "{table}"
+    );
+    for (bad, reason) in [
+        ("", "needs a scheme pattern"),
+        ("stripe:invoice paid", "without spaces"),
+        ("*:*", "pause the whole inbox instead"),
+    ] {
+        let (code, refused) = inbox(url, &["pause", "--only", bad]);
+        let error = refused["error"].as_str().unwrap_or_default();
+        assert_eq!(code, 2, "{bad}: {refused}");
+        assert!(
+            error.contains("is not a selector") && error.contains(reason),
+            "{bad}: {error}"
+        );
+    }
+    assert_eq!(
+        inbox(url, &["stats"]).1["paused"],
+        false,
+        "an empty --only is not the whole inbox"
+    );
+    let (code, resumed) = inbox(
+        url,
+        &[
+            "resume",
+            "--only",
+            "stripe:invoice.*",
+            "--as",
+            "ops@example.com",
+        ],
+    );
+    assert_eq!((code, &resumed["changed"]), (0, &serde_json::json!(true)));
+    let (_, listed) = inbox(url, &["gates"]);
+    assert_eq!(listed["gates"].as_array().unwrap().len(), 1, "{listed}");
+    let (_, log) = inbox(url, &["actions", "--limit", "3"]);
+    let entries: Vec<_> = log["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["action"].as_str().unwrap().to_owned(),
+                a["target"].as_str().unwrap().to_owned(),
+                a["count"].as_u64().unwrap(),
+                a["via"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let row = |action: &str, count| {
+        (
+            action.to_owned(),
+            "stripe:invoice.*".to_owned(),
+            count,
+            "cli".to_owned(),
+        )
+    };
+    assert_eq!(
+        entries,
+        [row("resume", 1), row("pause", 0), row("pause", 1)],
+        "{log}"
+    );
+    assert_eq!(log["actions"][0]["who"], "ops@example.com");
 }
 
 /// Issue 34, item 6: `inbox show` redacts as the console and the admin API

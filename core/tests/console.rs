@@ -1184,3 +1184,298 @@ async fn pages_search_payloads_and_errors() {
     assert_eq!(log[0].target, "filter: where data.object.customer = cus_1");
     assert_eq!(log[0].count, 2);
 }
+
+/// Issue 34, item 5: the overview's Gates panel shows each selector paused
+/// or limited (permits held / concurrency, rate), and an admin pauses and
+/// resumes one selector's events with a token-checked `POST` carrying it
+/// in `only`, logged like the whole inbox's pause; a malformed selector is
+/// a `400` saying why, and a reader sees the gates but no button.
+#[tokio::test]
+async fn gates_pause_and_resume_one_selector() {
+    use std::time::Duration;
+    use webhooks_core::inbox::ActionKind;
+    use webhooks_core::inbox::gates::{Limit, Selector};
+
+    let inbox = inbox().await;
+    let console = Console::new(Arc::clone(&inbox));
+    let page = get(&console, admin(), "/", None).await;
+    let html = text(&page);
+    assert!(html.contains("id=\"gates\""), "{html}");
+    assert!(
+        html.contains("No event type is paused or limited"),
+        "{html}"
+    );
+    assert!(html.contains("placeholder=\"stripe:invoice.*\""), "{html}");
+    let csrf = token(html);
+    let origin = [("origin", ORIGIN)];
+    // A worker's limit, one permit held.
+    let orders: Selector = "shopify:orders/*".parse().unwrap();
+    let limit = Limit::concurrency(2).and_per_second(10);
+    inbox
+        .acquire_permit(&orders, limit, "evt_x", Duration::from_secs(30))
+        .await
+        .unwrap();
+
+    // Forged: no token, another origin, a reader.
+    let only = form(&[("csrf", &csrf), ("only", "Stripe:invoice.*")]);
+    let no_token = form(&[("only", "stripe:invoice.*")]);
+    for (access, body, headers) in [
+        (admin(), &no_token, &origin[..]),
+        (admin(), &only, &[("origin", "http://evil.example")][..]),
+        (reader(), &only, &origin[..]),
+    ] {
+        let answer = post(&console, access, "/pause", body, headers).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{}", text(&answer));
+    }
+    assert_eq!(inbox.gates().await.unwrap().len(), 1, "only the limit");
+
+    let answer = post(&console, admin(), "/pause", &only, &origin).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", text(&answer));
+    let location = answer.headers["location"].to_str().unwrap();
+    assert_eq!(
+        location,
+        "/ops/webhooks/?done=pause&n=1&only=stripe%3Ainvoice.*"
+    );
+    assert!(!inbox.paused().await.unwrap(), "the inbox as a whole runs");
+    let again = post(&console, admin(), "/pause", &only, &origin).await;
+    assert_eq!(
+        again.headers["location"],
+        "/ops/webhooks/?done=pause&n=0&only=stripe%3Ainvoice.*"
+    );
+    let gates = inbox.gates().await.unwrap();
+    let state: Vec<(String, bool, u64)> = gates
+        .iter()
+        .map(|g| (g.selector.to_string(), g.paused, g.running))
+        .collect();
+    assert_eq!(
+        state,
+        [
+            ("shopify:orders/*".to_owned(), false, 1),
+            ("stripe:invoice.*".to_owned(), true, 0),
+        ]
+    );
+
+    let query = location.split_once('?').unwrap().1;
+    let page = get(&console, admin(), "/", Some(query)).await;
+    let html = text(&page);
+    assert!(
+        html.contains("Events matching stripe:invoice.* paused"),
+        "the notice: {html}"
+    );
+    assert!(
+        html.contains("data-selector=\"stripe:invoice.*\" data-paused=\"true\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("data-selector=\"shopify:orders/*\" data-paused=\"false\""),
+        "{html}"
+    );
+    assert!(
+        html.contains(">1 / 2<") && html.contains(">10/s<"),
+        "{html}"
+    );
+    // One button per row, the selector in a field: Resume, Pause.
+    assert!(
+        html.contains("action=\"/ops/webhooks/resume\"")
+            && html.contains("name=\"only\" value=\"stripe:invoice.*\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("name=\"only\" value=\"shopify:orders/*\""),
+        "{html}"
+    );
+    assert!(html.contains("id=\"pause\""), "the whole inbox still runs");
+    // A crafted link's `only` is not echoed unless it is a selector.
+    let page = get(
+        &console,
+        admin(),
+        "/",
+        Some("done=pause&n=1&only=you%20were%20hacked"),
+    )
+    .await;
+    assert!(!text(&page).contains("hacked"));
+
+    // A reader sees the gates, no button, no form.
+    let page = get(&console, reader(), "/", None).await;
+    let html = text(&page);
+    assert!(
+        html.contains("data-selector=\"stripe:invoice.*\""),
+        "{html}"
+    );
+    assert!(html.contains(">Paused<"), "{html}");
+    assert!(!html.contains("name=\"only\"") && !html.contains("method=\"post\""));
+    let refused = post(&console, reader(), "/resume", &only, &origin).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    // Malformed selectors: 400 with the reason; nothing changes.
+    for (bad, reason) in [
+        ("", "needs a scheme pattern"),
+        ("stripe:invoice paid", "printable ASCII without spaces"),
+        ("*:*", "pause the whole inbox instead"),
+        ("<b>x</b> y", "printable ASCII"),
+    ] {
+        let body = form(&[("csrf", &csrf), ("only", bad)]);
+        let answer = post(&console, admin(), "/pause", &body, &origin).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{bad}");
+        let html = text(&answer);
+        assert!(html.contains(reason), "{bad}: {html}");
+        assert!(!html.contains("<b>x"), "{html}");
+    }
+    assert!(
+        !inbox.paused().await.unwrap(),
+        "an empty `only` is not the whole inbox"
+    );
+    assert_eq!(inbox.gates().await.unwrap().len(), 2);
+
+    let resume = form(&[("csrf", &csrf), ("only", "stripe:invoice.*")]);
+    let answer = post(&console, admin(), "/resume", &resume, &origin).await;
+    assert_eq!(
+        answer.headers["location"],
+        "/ops/webhooks/?done=resume&n=1&only=stripe%3Ainvoice.*"
+    );
+    let gates = inbox.gates().await.unwrap();
+    assert_eq!(gates.len(), 1, "a resumed selector without a limit is gone");
+    let page = get(
+        &console,
+        admin(),
+        "/",
+        Some("done=resume&n=1&only=stripe%3Ainvoice.*"),
+    )
+    .await;
+    assert!(text(&page).contains("Events matching stripe:invoice.* resumed."));
+
+    // The action log: as the whole inbox's pause, the selector the target.
+    let entries = inbox.actions(None, 10).await.unwrap().actions;
+    let logged: Vec<(ActionKind, &str, u64)> = entries
+        .iter()
+        .map(|a| (a.kind, a.target.as_str(), a.count))
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            (ActionKind::Resume, "stripe:invoice.*", 1),
+            (ActionKind::Pause, "stripe:invoice.*", 0),
+            (ActionKind::Pause, "stripe:invoice.*", 1),
+        ]
+    );
+    assert!(
+        entries
+            .iter()
+            .all(|a| a.who == "alice" && a.via == "console")
+    );
+    let page = get(&console, reader(), "/actions", None).await;
+    assert!(text(&page).contains("<code>stripe:invoice.*</code>"));
+}
+
+/// An inbox that keeps no gates (a broker-backed one) shows no Gates
+/// panel, and a selector's pause is a `400` saying so.
+#[tokio::test]
+async fn an_inbox_without_gates_shows_no_panel() {
+    let inbox: Arc<dyn webhooks_core::inbox::Inbox> = Arc::new(NoGates(inbox().await));
+    let console = Console::new(Arc::clone(&inbox));
+    let page = get(&console, admin(), "/", None).await;
+    let html = text(&page);
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(!html.contains("id=\"gates\"") && !html.contains("name=\"only\""));
+    assert!(
+        html.contains("id=\"pause\""),
+        "the whole inbox still pauses"
+    );
+    let body = form(&[("csrf", &token(html)), ("only", "stripe:invoice.*")]);
+    let answer = post(&console, admin(), "/pause", &body, &[("origin", ORIGIN)]).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    assert!(text(&answer).contains("does not pause by event type"));
+    assert!(!inbox.paused().await.unwrap());
+}
+
+/// The SQLite inbox with its gates hidden, as a broker-backed inbox has none.
+struct NoGates(Arc<dyn webhooks_core::inbox::Inbox>);
+
+mod no_gates {
+    use std::time::Duration;
+
+    use webhooks_core::inbox::*;
+
+    #[async_trait::async_trait]
+    impl Inbox for super::NoGates {
+        async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
+            self.0.accept(event).await
+        }
+        async fn lease(
+            &self,
+            token: ClaimToken,
+            batch: u32,
+            lease: Duration,
+            max_attempts: u32,
+        ) -> Result<Vec<LeasedEvent>, InboxError> {
+            self.0.lease(token, batch, lease, max_attempts).await
+        }
+        async fn extend(
+            &self,
+            key: &str,
+            token: ClaimToken,
+            lease: Duration,
+        ) -> Result<Transition, InboxError> {
+            self.0.extend(key, token, lease).await
+        }
+        async fn complete(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
+            self.0.complete(key, token).await
+        }
+        async fn retry(
+            &self,
+            key: &str,
+            token: ClaimToken,
+            delay: Duration,
+            error: &str,
+        ) -> Result<Transition, InboxError> {
+            self.0.retry(key, token, delay, error).await
+        }
+        async fn release(&self, key: &str, token: ClaimToken) -> Result<Transition, InboxError> {
+            self.0.release(key, token).await
+        }
+        async fn dead_letter(
+            &self,
+            key: &str,
+            token: ClaimToken,
+            error: &str,
+        ) -> Result<Transition, InboxError> {
+            self.0.dead_letter(key, token, error).await
+        }
+        async fn dead_letters(
+            &self,
+            filter: &DeadLetterFilter,
+        ) -> Result<DeadLetterPage, InboxError> {
+            self.0.dead_letters(filter).await
+        }
+        async fn dead_letter_get(&self, key: &str) -> Result<Option<DeadLetter>, InboxError> {
+            self.0.dead_letter_get(key).await
+        }
+        async fn replay(&self, key: &str) -> Result<Transition, InboxError> {
+            self.0.replay(key).await
+        }
+        async fn discard(&self, key: &str) -> Result<Transition, InboxError> {
+            self.0.discard(key).await
+        }
+        async fn purge_completed(&self, older_than: Duration) -> Result<u64, InboxError> {
+            self.0.purge_completed(older_than).await
+        }
+        async fn stats(&self) -> Result<InboxStats, InboxError> {
+            self.0.stats().await
+        }
+        async fn set_paused(&self, paused: bool) -> Result<bool, InboxError> {
+            self.0.set_paused(paused).await
+        }
+        async fn paused(&self) -> Result<bool, InboxError> {
+            self.0.paused().await
+        }
+        async fn deliveries(&self, filter: &DeliveryFilter) -> Result<DeliveryPage, InboxError> {
+            self.0.deliveries(filter).await
+        }
+        async fn delivery_get(&self, key: &str) -> Result<Option<Delivery>, InboxError> {
+            self.0.delivery_get(key).await
+        }
+        async fn activity(&self, minutes: u32) -> Result<Activity, InboxError> {
+            self.0.activity(minutes).await
+        }
+    }
+}

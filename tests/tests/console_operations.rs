@@ -3,7 +3,8 @@
 //! invoices, GitHub pushes and pull requests, Shopify orders) that a worker
 //! processed with retries: the delivery page's attempt timeline, search by
 //! a payload value and by error text, replay of every match after its
-//! count, and the action log.
+//! count, the action log, and one event type paused from the overview's
+//! Gates panel beside a worker's limit.
 //!
 //! Without `/usr/bin/chromedriver` (or `CHROMEDRIVER`) the test skips with a
 //! message, except under `CI=true`, where it fails. With
@@ -18,6 +19,7 @@ use std::time::Duration;
 use browser::*;
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
+use webhooks_core::inbox::gates::{Limit, Selector};
 use webhooks_core::inbox::{
     Action, ActionKind, Inbox, Job, NewEvent, Shutdown, SqliteInbox, Worker, actions,
 };
@@ -402,7 +404,84 @@ async fn journey(
         "{framework}"
     );
     assert!(log.iter().all(|a| a.who == "ada@ops" && a.via == "console"));
+
+    // Issue 34, item 5: Stripe's invoices paused through the Gates panel's
+    // form while the rest flows; a worker's limit on Shopify orders shows
+    // its permit held; then the invoices resumed from their row.
+    let orders: Selector = "shopify:orders/*".parse().unwrap();
+    let limit = Limit::concurrency(2).and_per_second(10);
+    inbox
+        .acquire_permit(&orders, limit, "shopify-5012-orders-create", HOLD)
+        .await
+        .unwrap();
+    client.goto(&format!("{base}/")).await.unwrap();
+    let only = client.find(Locator::Id("only")).await.unwrap();
+    only.send_keys("stripe:invoice.*").await.unwrap();
+    click(client, Locator::Id("pause-only")).await;
+    let page = page_with(client, "Events matching stripe:invoice.* paused").await;
+    assert!(
+        page.contains("Events matching stripe:invoice.* paused"),
+        "{framework}: {page}"
+    );
+    let invoices = "#gates tr[data-selector='stripe:invoice.*']";
+    assert_eq!(
+        text(client, &format!("{invoices} .pill")).await,
+        "Paused",
+        "{framework}"
+    );
+    let shopify = "#gates tr[data-selector='shopify:orders/*']";
+    assert_eq!(
+        text(client, &format!("{shopify} td.running")).await,
+        "1 / 2",
+        "{framework}"
+    );
+    assert_eq!(
+        text(client, &format!("{shopify} td.rate")).await,
+        "10/s",
+        "{framework}"
+    );
+    assert_eq!(
+        text(client, "#processing .badge").await,
+        "Running",
+        "{framework}: the rest flows"
+    );
+    let gates = inbox.gates().await.unwrap();
+    assert!(
+        gates
+            .iter()
+            .any(|g| g.selector.to_string() == "stripe:invoice.*" && g.paused),
+        "{framework}: {gates:?}"
+    );
+    client.goto(&format!("{base}/")).await.unwrap();
+    text(client, invoices).await;
+    shoot(client, shots, "overview-gates").await;
+    click(client, Locator::Css(&format!("{invoices} button"))).await;
+    page_with(client, "Events matching stripe:invoice.* resumed").await;
+    assert!(
+        !inbox.gates().await.unwrap().iter().any(|g| g.paused),
+        "{framework}"
+    );
+    let log = inbox.actions(None, 2).await.unwrap().actions;
+    let logged: Vec<(ActionKind, &str, u64)> = log
+        .iter()
+        .map(|a| (a.kind, a.target.as_str(), a.count))
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            (ActionKind::Resume, "stripe:invoice.*", 1),
+            (ActionKind::Pause, "stripe:invoice.*", 1),
+        ],
+        "{framework}"
+    );
+    inbox
+        .release_permit(&orders, "shopify-5012-orders-create")
+        .await
+        .unwrap();
 }
+
+/// How long the Shopify permit of the gates' part is held.
+const HOLD: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operations_pages_on_axum_and_actix() {

@@ -1,5 +1,5 @@
 //! Carrying out the console's actions (replay, discard, bulk by filter,
-//! purge, pause, resume), recording each in the inbox's action log, and
+//! purge, pause, resume; a selector's pause in `gates`), recording each in the inbox's action log, and
 //! the log's page (`/actions`).
 
 use super::params::{bulk_request, field, parse_duration};
@@ -18,6 +18,10 @@ impl Console {
         let inbox = &self.inner.inbox;
         let who = view.who;
         if action == "pause" || action == "resume" {
+            // `only`, even empty: one selector's events, never the whole inbox.
+            if let Some(only) = field(form, "only") {
+                return self.pause_only(view, only, action == "pause").await;
+            }
             let action: &'static str = if action == "pause" { "pause" } else { "resume" };
             let changed = inbox.set_paused(action == "pause").await?;
             tracing::info!(target: "webhooks_core::console", who = %who, action, changed, "console action");
@@ -143,7 +147,13 @@ impl Console {
     }
 
     /// Records an action done in the console in the inbox's action log.
-    async fn log(&self, view: &render::View<'_>, kind: ActionKind, target: String, n: u64) {
+    pub(super) async fn log(
+        &self,
+        view: &render::View<'_>,
+        kind: ActionKind,
+        target: String,
+        n: u64,
+    ) {
         let action = Action::new(kind, view.who)
             .via("console")
             .target(target)
@@ -174,7 +184,7 @@ impl Console {
 /// Entries per page of `/actions`.
 const ACTION_PAGE: u32 = 50;
 
-fn count(action: &'static str, scope: &'static str, n: u64) {
+pub(super) fn count(action: &'static str, scope: &'static str, n: u64) {
     #[cfg(feature = "metrics")]
     metrics::counter!(super::ACTIONS, "action" => action, "scope" => scope).increment(n);
     #[cfg(not(feature = "metrics"))]

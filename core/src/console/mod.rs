@@ -12,12 +12,13 @@
 //!
 //! | page | what |
 //! |---|---|
-//! | `/` | whether processing runs or is paused (admins: pause / resume, see [`Inbox::set_paused`]), counts (depth, due, oldest due age, in flight, dead, completed), a chart of them, dead letters by scheme and event type; purge completed (younger than [`min_purge_age`](Console::min_purge_age) only with "force" ticked) |
+//! | `/` | whether processing runs or is paused (admins: pause / resume, see [`Inbox::set_paused`]); the gates, when the inbox keeps them ([pauses and limits by event type](crate::inbox::gates)): each selector paused or running, permits held now / its concurrency, its rate, its last update (admins: pause or resume one, or pause the events a new selector matches); counts (depth, due, oldest due age, in flight, dead, completed), a chart of them, dead letters by scheme and event type; purge completed (younger than [`min_purge_age`](Console::min_purge_age) only with "force" ticked) |
 //! | `/dead` | dead letters, filtered by scheme, event type and receipt time (or looked up by delivery id or key), cursor-paginated; replay or discard the selected ones, or all that match the filter (the count shown first, at most [`bulk_limit`](Console::bulk_limit)); a delivery-id lookup or a count stops once the store has examined 10,000 dead letters, and offers to continue |
 //! | `/deliveries?state=` | the deliveries in one state — tabs Due, Retrying, In flight, Dead, Completed ([`DeliveryState`](crate::inbox::DeliveryState)) — newest first (or oldest first), filtered by scheme, event type, delivery id and receipt time, cursor-paginated; read-only (the dead letters' actions are on `/dead`) |
 //! | `/deliveries/item?key=` | one delivery in any state: its state, attempts, due time or lease end, last error, kept headers (credentials redacted), the body (admins; credential-named and configured JSON fields redacted, [`Console::redaction`]), and its attempt history as a timeline ([`Inbox::attempts`]) |
 //! | `/actions?before=` | the [action log](crate::inbox::actions), newest first, 50 a page: who replayed, discarded, purged, paused or resumed what, when, through what (console, API, command line) and how many events it changed; every action of this console is recorded there |
 //! | `/dead/item?key=` | one dead letter: metadata, kept headers (credentials redacted), the body (pretty-printed when JSON, its credential-named and configured fields redacted, capped; a JSON body over `body_cap` not shown), raw download (the exact bytes, admins only) |
+//! | `POST /pause`, `POST /resume` | the whole inbox ([`Inbox::set_paused`]); with a form field `only=<selector>` (`stripe:invoice.*`), only the events it matches ([`Inbox::set_gate_paused`]; a malformed selector answers `400` saying why). Logged as `pause` / `resume` with the selector as the target, 1 event if it changed |
 //!
 //! **Safety.** Every state-changing request is a `POST` carrying a token
 //! bound to the identity (HMAC, 12 hours), from the same origin (`Origin` /
@@ -55,6 +56,7 @@
 mod actions;
 mod assets;
 pub(crate) mod csrf;
+mod gates;
 mod params;
 mod render;
 mod retention;
@@ -75,7 +77,8 @@ use crate::redact::Redaction;
 /// `webhooks_console_actions_total`: events affected by console actions,
 /// labelled `action` (`replay`, `discard`, `purge`) and `scope` (`one`,
 /// `selected`, `filter`, `completed`); pausing and resuming count one each
-/// (`action` `pause` or `resume`, `scope` `inbox`).
+/// (`action` `pause` or `resume`, `scope` `inbox`, or `selector` for the
+/// events one selector matches).
 pub const ACTIONS: &str = "webhooks_console_actions_total";
 
 /// The largest form body a console `POST` may carry; adapters refuse larger
@@ -492,6 +495,10 @@ impl Console {
             .inbox
             .activity(crate::inbox::ACTIVITY_MINUTES)
             .await?;
+        let gates = match self.inner.inbox.keeps_gates() {
+            true => Some(self.inner.inbox.gates().await?),
+            false => None,
+        };
         Ok(ConsoleResponse::html(
             StatusCode::OK,
             render::overview(
@@ -501,6 +508,7 @@ impl Console {
                 sample.more,
                 notice.as_deref(),
                 &activity,
+                gates.as_deref(),
             ),
         ))
     }

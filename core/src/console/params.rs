@@ -146,6 +146,9 @@ pub(super) fn parse_utc(text: &str) -> Option<SystemTime> {
 pub(super) fn notice(query: &[(String, String)]) -> Option<String> {
     let n: u64 = field(query, "n")?.parse().ok()?;
     let already = n == 0;
+    if let Some(only) = field(query, "only") {
+        return super::gates::notice(field(query, "done")?, !already, only);
+    }
     let what = match field(query, "done")? {
         "pause" if already => return Some("Processing was already paused.".to_owned()),
         "pause" => {

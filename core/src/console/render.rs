@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::redact::{ShownBody, ShownHeader};
 use maud::{DOCTYPE, Markup, html};
 
+use crate::inbox::gates::Gate;
 use crate::inbox::{
     Activity, Attempt, DeadLetter, DeadLetterCursor, Delivery, DeliveryFilter, DeliveryOrder,
     DeliveryPage, DeliveryState, InboxStats,
@@ -168,7 +169,8 @@ fn csrf_field(view: &View<'_>) -> Markup {
     html! { input type="hidden" name="csrf" value=(view.csrf); }
 }
 
-/// The overview: counts, a chart of them, the dead letters' breakdown.
+/// The overview: whether processing runs, the gates (`None`: the inbox
+/// keeps none), counts, a chart of them, the dead letters' breakdown.
 pub(super) fn overview(
     view: &View<'_>,
     stats: &InboxStats,
@@ -176,6 +178,7 @@ pub(super) fn overview(
     sample_cut: bool,
     notice: Option<&str>,
     activity: &Activity,
+    gates: Option<&[Gate]>,
 ) -> Markup {
     let base = view.base;
     let bars: [(&str, u64, &str); 5] = [
@@ -194,7 +197,8 @@ pub(super) fn overview(
         div #live {
             h1 { "Overview" }
             (notice_box(notice))
-            (processing(view, stats.paused))
+            (gates::processing(view, stats.paused))
+            @if let Some(gates) = gates { (gates::panel(view, gates)) }
             div.cards {
                 div.card { div.n { (stats.pending) } div.l { "depth (pending)" } }
                 div.card { div.n { (stats.due) } div.l { "due now" } }
@@ -345,36 +349,6 @@ fn activity_chart(activity: &Activity) -> Markup {
 fn clock(at: SystemTime) -> String {
     let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format!("{:02}:{:02}", secs / 3600 % 24, secs / 60 % 60)
-}
-
-/// Whether workers are processing, and for admins the button that pauses
-/// or resumes them.
-fn processing(view: &View<'_>, paused: bool) -> Markup {
-    html! {
-        div.state.paused[paused].running[!paused] #processing {
-            span.badge { @if paused { "Paused" } @else { "Running" } }
-            span.l {
-                @if paused {
-                    "Processing is paused: no worker starts an event until it is resumed. Deliveries are still received and stored."
-                } @else {
-                    "Workers are processing events."
-                }
-            }
-            @if view.admin {
-                @if paused {
-                    form method="post" action={ (view.base) "/resume" } {
-                        (csrf_field(view))
-                        button #resume type="submit" { "Resume" }
-                    }
-                } @else {
-                    form method="post" action={ (view.base) "/pause" } {
-                        (csrf_field(view))
-                        button.secondary #pause type="submit" { "Pause" }
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// The dead-letter list with its filter, selection and actions.
@@ -984,6 +958,7 @@ pub(super) fn age(d: Duration) -> String {
     }
 }
 
+mod gates;
 mod log;
 pub(super) use log::action_log;
 

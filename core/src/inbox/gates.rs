@@ -137,12 +137,20 @@ impl Selector {
 
     /// The scheme pattern as a SQL `LIKE` pattern with `!` as its escape
     /// character, compared with the lowercased column.
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+        allow(dead_code, reason = "used by the SQL backends")
+    )]
     pub(crate) fn scheme_like(&self) -> String {
         like(&self.scheme)
     }
 
     /// The event type pattern as a SQL `LIKE` pattern (see
     /// [`scheme_like`](Self::scheme_like)).
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+        allow(dead_code, reason = "used by the SQL backends")
+    )]
     pub(crate) fn type_like(&self) -> String {
         like(&self.event_type)
     }
@@ -183,6 +191,10 @@ fn glob(pattern: &str, text: &str) -> bool {
 }
 
 /// A glob as a `LIKE` pattern escaped with `!`.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    allow(dead_code, reason = "used by the SQL backends")
+)]
 fn like(pattern: &str) -> String {
     let mut out = String::with_capacity(pattern.len() + 4);
     for c in pattern.chars() {
@@ -304,6 +316,10 @@ pub struct Gate {
 /// The token bucket of a limit's rate, in thousandths of a token: the
 /// tokens after `elapsed_ms` of refill (capped at one second's worth), and
 /// whether one can be taken.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    allow(dead_code, reason = "used by the SQL backends")
+)]
 pub(crate) fn refill(tokens_milli: i64, elapsed_ms: i64, per_second: u32) -> i64 {
     let cap = i64::from(per_second) * 1000;
     tokens_milli
@@ -312,6 +328,15 @@ pub(crate) fn refill(tokens_milli: i64, elapsed_ms: i64, per_second: u32) -> i64
 }
 
 /// How long until a bucket holding `tokens_milli` has a whole token.
+#[cfg_attr(
+    not(any(
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite",
+        feature = "redis"
+    )),
+    allow(dead_code, reason = "used by the database backends")
+)]
 pub(crate) fn until_token(tokens_milli: i64, per_second: u32) -> Duration {
     let missing = (1000 - tokens_milli).max(0);
     let ms = (missing + i64::from(per_second) - 1) / i64::from(per_second.max(1));

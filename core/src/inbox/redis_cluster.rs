@@ -56,6 +56,17 @@ use crate::dedup::redis_cluster::{
 /// inbox reports itself paused (any copy set) until `set_paused` is called
 /// again.
 ///
+/// **Gates.** Pauses by selector ([`set_gate_paused`](super::Inbox::set_gate_paused))
+/// are kept the same way: each partition holds its copy of the paused
+/// selectors (`{<key prefix>p<n>}:gates`), which its lease script reads,
+/// setting the events they match aside in the partition
+/// (`{<key prefix>p<n>}:parked`) until a resume moves them back. The gates
+/// themselves and the permits of limits
+/// ([`acquire_permit`](super::Inbox::acquire_permit)) live in the first
+/// partition's slot (`{<key prefix>p0}:gate:<selector>`, `…:permits:<selector>`),
+/// so that every process takes permits from the same place, one script
+/// each.
+///
 /// Choose the number of partitions once: **it must not change while events
 /// are stored**, or events would be looked for in the wrong partition. To
 /// change it, open a second inbox with a new key prefix and the new count,

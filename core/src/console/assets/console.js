@@ -24,10 +24,15 @@
         var fresh = new DOMParser().parseFromString(text, 'text/html').getElementById('live');
         var current = document.getElementById('live');
         if (fresh !== null && current !== null) {
-          // Keep what the reader opened (the activity table) open.
+          // Keep what the reader opened (the activity table) open, and
+          // what they typed (a selector to pause) typed.
           current.querySelectorAll('details[open]').forEach(function (d) {
             var twin = d.id ? fresh.querySelector('#' + d.id) : null;
             if (twin !== null) { twin.open = true; }
+          });
+          current.querySelectorAll('input[type=text][id]').forEach(function (i) {
+            var twin = fresh.querySelector('#' + i.id);
+            if (twin !== null) { twin.setAttribute('value', i.value); }
           });
           current.replaceWith(fresh);
           update();

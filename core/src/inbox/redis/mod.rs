@@ -2,6 +2,7 @@
 //! operation one Lua script.
 
 mod engine;
+mod gates;
 mod history;
 mod log;
 mod replies;
@@ -202,6 +203,53 @@ macro_rules! inbox_over_engine {
             ) -> Result<$crate::inbox::Activity, $crate::inbox::InboxError> {
                 self.engine.activity(minutes).await
             }
+
+            async fn set_gate_paused(
+                &self,
+                selector: &$crate::inbox::gates::Selector,
+                paused: bool,
+            ) -> Result<bool, $crate::inbox::InboxError> {
+                self.engine.set_gate_paused(selector, paused).await
+            }
+
+            async fn gates(
+                &self,
+            ) -> Result<Vec<$crate::inbox::gates::Gate>, $crate::inbox::InboxError> {
+                self.engine.gates().await
+            }
+
+            async fn acquire_permit(
+                &self,
+                selector: &$crate::inbox::gates::Selector,
+                limit: $crate::inbox::gates::Limit,
+                holder: &str,
+                hold: std::time::Duration,
+            ) -> Result<$crate::inbox::gates::Permit, $crate::inbox::InboxError> {
+                self.engine
+                    .acquire_permit(selector, limit, holder, hold)
+                    .await
+            }
+
+            async fn release_permit(
+                &self,
+                selector: &$crate::inbox::gates::Selector,
+                holder: &str,
+            ) -> Result<(), $crate::inbox::InboxError> {
+                self.engine.release_permit(selector, holder).await
+            }
+
+            async fn defer(
+                &self,
+                key: &str,
+                token: $crate::inbox::ClaimToken,
+                delay: std::time::Duration,
+            ) -> Result<$crate::inbox::Transition, $crate::inbox::InboxError> {
+                self.engine.defer(key, token, delay).await
+            }
+
+            fn keeps_gates(&self) -> bool {
+                true
+            }
         }
     };
 }
@@ -213,7 +261,13 @@ pub(super) use inbox_over_engine;
 /// Each event is a hash (`prefix + "e:" + key`); four sorted sets index them:
 /// pending by due time, leased by lease end, dead by receipt, completed by
 /// completion (`prefix + "pending"`, `"leased"`, `"dead"`, `"done"`); the
-/// key `prefix + "paused"` exists while processing is paused. Every
+/// key `prefix + "paused"` exists while processing is paused. Pauses by
+/// selector and the permits of limits
+/// ([`gates`](super::gates)) are a hash of the paused selectors
+/// (`prefix + "gates"`), a sorted set of the pending events they set aside
+/// (`prefix + "parked"`, still counted as pending), and per gate a hash and
+/// a sorted set of its permits' holders (`prefix + "gate:" + selector`,
+/// `prefix + "permits:" + selector`, listed in `prefix + "gates:all"`). Every
 /// operation is one Lua script reading the server's clock (`TIME`), so it
 /// is atomic against every other worker and receiver. For a Redis Cluster,
 /// see `RedisClusterInbox` (feature `redis-cluster`): the same scripts over

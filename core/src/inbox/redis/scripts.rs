@@ -1,7 +1,11 @@
 //! The Lua scripts of the Redis inbox: one per operation, each run whole on
-//! one partition, and the handle that loads them.
+//! one partition, and the handle that loads them. The gates' scripts (and
+//! the selector matching the lease script uses) are in
+//! [`gates`](super::gates).
 
 use redis::Script;
+
+use super::gates::{GateScripts, STOPS};
 
 /// Shared by every script: the clock (the server's `TIME`, in ms), the keys,
 /// and the token check. Every script works on one partition (the single
@@ -16,7 +20,7 @@ use redis::Script;
 /// fields `a`, `c`, `f`, and `d` for duplicates; see
 /// [`activity`](crate::inbox::activity)), setting its
 /// time to live when it creates a field.
-const PRELUDE: &str = r"
+pub(super) const PRELUDE: &str = r"
 local P = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -57,9 +61,19 @@ return 1
 /// ARGV: token, lease ms, max attempts, batch, the expired-on-last-attempt
 /// error. While the partition's pause flag (`P .. 'paused'`) is set, nothing
 /// is leased (leases expired on their last attempt are still reaped).
+///
+/// While a selector is paused (`P .. 'gates'`, read by [`STOPS`]), the
+/// events it matches are set aside instead of leased: a due pending one
+/// moves from `pending` to `P .. 'parked'` with its score (its due time),
+/// so that later leases do not scan it again, and the scan goes on (at
+/// most `batch + 256` due entries per call) to fill the batch; an expired
+/// lease with attempts left becomes pending and parked (due now) rather
+/// than taken over. A resume moves them back ([`gates`](super::gates)).
 const LEASE: &str = r"
 local tok, lease, max, batch = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 if redis.call('EXISTS', P .. 'paused') == 1 then batch = 0 end
+load_stops()
+local parked = P .. 'parked'
 local take, reaped = {}, 0
 for _, k in ipairs(redis.call('ZRANGEBYSCORE', leased, '-inf', now, 'LIMIT', 0, 100)) do
   local h = P .. 'e:' .. k
@@ -69,14 +83,34 @@ for _, k in ipairs(redis.call('ZRANGEBYSCORE', leased, '-inf', now, 'LIMIT', 0, 
     redis.call('ZREM', leased, k)
     redis.call('ZADD', dead, redis.call('HGET', h, 'received_at'), k)
     reaped = reaped + 1
+  elseif stopped(h) then
+    redis.call('HSET', h, 'state', 0, 'updated_at', now)
+    redis.call('HDEL', h, 'token', 'lease_until')
+    redis.call('ZREM', leased, k)
+    redis.call('ZADD', parked, now, k)
   elseif #take < batch then
     table.insert(take, k)
   end
 end
 if reaped > 0 then count('f', reaped) end
 if #take < batch then
-  for _, k in ipairs(redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'LIMIT', 0, batch - #take)) do
-    table.insert(take, k)
+  if #stops == 0 then
+    for _, k in ipairs(redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'LIMIT', 0, batch - #take)) do
+      table.insert(take, k)
+    end
+  else
+    local due = redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+      batch - #take + 256)
+    for i = 1, #due, 2 do
+      local k = due[i]
+      if stopped(P .. 'e:' .. k) then
+        redis.call('ZREM', pending, k)
+        redis.call('ZADD', parked, due[i + 1], k)
+      else
+        table.insert(take, k)
+        if #take >= batch then break end
+      end
+    end
   end
 end
 local out = {}
@@ -267,11 +301,18 @@ end
 return out
 ";
 
+/// The parked events (set aside while a selector is paused) count as
+/// pending, and as due once their due time is past, as the SQL inboxes
+/// count theirs.
 const STATS: &str = r"
-local oldest = redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+local parked = P .. 'parked'
 local at = -1
-if #oldest > 0 then at = tonumber(oldest[2]) end
-return {now, redis.call('ZCARD', pending), redis.call('ZCOUNT', pending, '-inf', now), at,
+for _, set in ipairs({pending, parked}) do
+  local oldest = redis.call('ZRANGEBYSCORE', set, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+  if #oldest > 0 and (at < 0 or tonumber(oldest[2]) < at) then at = tonumber(oldest[2]) end
+end
+return {now, redis.call('ZCARD', pending) + redis.call('ZCARD', parked),
+  redis.call('ZCOUNT', pending, '-inf', now) + redis.call('ZCOUNT', parked, '-inf', now), at,
   redis.call('ZCARD', leased), redis.call('ZCARD', dead), redis.call('ZCARD', done),
   redis.call('EXISTS', P .. 'paused')}
 ";
@@ -345,7 +386,7 @@ pub const DEAD_LETTER_SCAN_BUDGET: u32 = 500;
 /// scores: byte by byte, a prefix first. Lua's `<` and `>` on strings
 /// collate by the server's locale (`strcoll`: under `en_US.UTF-8`, `key_a`
 /// is before `key_B`), which would skip or repeat keys past a cursor.
-const BYTE_ORDER: &str = r"
+pub(super) const BYTE_ORDER: &str = r"
 local function bytes_after(a, b)
   if a == b then return false end
   local n, i = math.min(#a, #b), 1
@@ -355,8 +396,6 @@ local function bytes_after(a, b)
 end
 ";
 
-/// What a delivery row adds to [`PRELUDE`]'s `fields`: the hash's state,
-/// the due time (the pending set's score, or `''`), the lease end, the clock.
 /// The listing scripts' search (see [`search`](crate::inbox::search)):
 /// `searched(h)` is whether the event's hash matches every term of
 /// `spec` (decoded from a JSON argument, `nil` for none): `err` finds the
@@ -414,10 +453,17 @@ local function searched(h)
 end
 ";
 
+/// What a delivery row adds to [`PRELUDE`]'s `fields`: the hash's state,
+/// the due time (the pending set's score, or the parked set's for an event
+/// a paused selector set aside, or `''`), the lease end, the clock.
+/// `due_of(k)` is that due time (`nil` unless pending).
 const DELIVERY_PRELUDE: &str = r"
+local function due_of(k)
+  return redis.call('ZSCORE', pending, k) or redis.call('ZSCORE', P .. 'parked', k)
+end
 local function extra(k, h)
   local g = redis.call('HMGET', h, 'state', 'lease_until')
-  return {g[1] or '', redis.call('ZSCORE', pending, k) or '', g[2] or '', now}
+  return {g[1] or '', due_of(k) or '', g[2] or '', now}
 end
 ";
 
@@ -430,8 +476,8 @@ end
 /// stored event scored by its receipt ms; for dead letters the dead set,
 /// scored the same way), in either direction, as [`LIST`] does: the scan
 /// starts just past the cursor and examines at most `budget` entries,
-/// keeping those in the wanted state (a pending event is due when its
-/// pending score is at most now, retrying otherwise) that match the
+/// keeping those in the wanted state (a pending event — parked ones
+/// included — is due when its due time is at most now, retrying otherwise) that match the
 /// filters. Replies `{rows, cursor}`, each row `{fields, extra}`. Keys of
 /// equal scores compare byte-wise ([`BYTE_ORDER`]), as the index orders them.
 const DELIVERIES: &str = r"
@@ -449,7 +495,7 @@ local function matches(k, f)
   if (scheme ~= '' and f[2] ~= scheme) or (kind ~= '' and f[3] ~= kind)
     or (did ~= '' and f[4] ~= did) then return false end
   if code == '0' then
-    local due = redis.call('ZSCORE', pending, k)
+    local due = due_of(k)
     if not due then return false end
     if (want == 'due') ~= (tonumber(due) <= now) then return false end
   end
@@ -535,6 +581,8 @@ pub(super) struct Scripts {
     pub(super) attempts: Script,
     pub(super) record_action: Script,
     pub(super) actions: Script,
+    /// The gates' scripts.
+    pub(super) gates: GateScripts,
 }
 
 impl Scripts {
@@ -542,7 +590,7 @@ impl Scripts {
         let s = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
         Self {
             accept: s(ACCEPT),
-            lease: s(LEASE),
+            lease: Script::new(&format!("{PRELUDE}{STOPS}{LEASE}")),
             extend: s(EXTEND),
             complete: s(COMPLETE),
             complete_many: s(COMPLETE_MANY),
@@ -564,6 +612,7 @@ impl Scripts {
             attempts: s(ATTEMPTS),
             record_action: s(RECORD_ACTION),
             actions: s(ACTIONS),
+            gates: GateScripts::new(),
         }
     }
 }
