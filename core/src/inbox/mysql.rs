@@ -43,6 +43,54 @@ fn mysql_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> Strin
 /// At most this many pairs per statement.
 const COMPLETE_CHUNK: usize = 500;
 
+/// A row of the lease select: its part (0 expired, 1 pending), then the
+/// leased columns.
+type SelectedRow = (
+    i64,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    String,
+    Vec<u8>,
+    i64,
+    Option<i64>,
+    i64,
+);
+
+/// The part of a [`SelectedRow`], and its [`LeaseRow`].
+fn split_part(row: SelectedRow) -> (i64, LeaseRow) {
+    let (
+        part,
+        key,
+        scheme,
+        delivery_id,
+        event_type,
+        matched_key,
+        headers,
+        body,
+        received,
+        signed,
+        n,
+    ) = row;
+    (
+        part,
+        (
+            key,
+            scheme,
+            delivery_id,
+            event_type,
+            matched_key,
+            headers,
+            body,
+            received,
+            signed,
+            n,
+        ),
+    )
+}
+
 /// The current minute of the database's clock (minutes since the epoch).
 const ACTIVITY_MINUTE: &str = "(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) DIV 60000)";
 
@@ -53,16 +101,19 @@ fn mysql_param(_: usize) -> String {
 /// An [`Inbox`](super::Inbox) in a MySQL (8.0+) or MariaDB (10.6+) InnoDB
 /// table, shared by every worker and receiver using it.
 ///
-/// MySQL has no `UPDATE … RETURNING`, so a lease is one short transaction:
+/// MySQL has no `UPDATE … RETURNING`, so a lease is one short transaction
+/// of four round trips:
 ///
 /// ```sql
-/// SELECT <columns> FROM t WHERE <lease expired>
-///   ORDER BY lease_until LIMIT ? FOR UPDATE SKIP LOCKED;
-/// UPDATE t SET state = 3, … WHERE event_key IN (…);  -- those on their last attempt
-/// SELECT <columns> FROM t WHERE <pending and due>
-///   ORDER BY due_at LIMIT ? FOR UPDATE SKIP LOCKED;  -- if the batch has room
+/// BEGIN;
+/// (SELECT 0, <columns> FROM t WHERE <lease expired>
+///   ORDER BY lease_until LIMIT ? FOR UPDATE SKIP LOCKED)
+/// UNION ALL
+/// (SELECT 1, <columns> FROM t WHERE <pending and due>
+///   ORDER BY due_at LIMIT ? FOR UPDATE SKIP LOCKED);
+/// UPDATE t SET state = 3, … WHERE event_key IN (…);  -- expired on their last attempt, if any
 /// UPDATE t SET state = 1, token = ?, lease_until = now + ?, attempts = attempts + 1
-///   WHERE event_key IN (…);
+///   WHERE event_key IN (…);  -- the takeovers first, then the pending rows
 /// COMMIT;
 /// ```
 ///
@@ -262,18 +313,31 @@ impl MySqlInbox {
         max_attempts: i64,
     ) -> Result<Vec<LeasedEvent>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        // The expired leases first: those on their last attempt are
-        // dead-lettered, the others taken over. Rows other transactions
+        // One round trip reads both: the expired leases (those on their
+        // last attempt are dead-lettered, the others taken over) and the due
+        // pending rows, each part up to the batch. Rows other transactions
         // hold are skipped: a plain `UPDATE … WHERE state = 1 AND
         // lease_until <= …` locks its way along an index and deadlocks
-        // with completions.
-        let expired: Vec<LeaseRow> = sqlx::query_as(&self.sql.expired_select)
+        // with completions. Pending rows past the batch's room stay locked
+        // (unchanged) until the commit, a few milliseconds.
+        let mut found: Vec<SelectedRow> = sqlx::query_as(&self.sql.lease_select)
             .bind(max_attempts)
+            .bind(batch)
             .bind(batch)
             .fetch_all(&mut *tx)
             .await?;
-        let (last, mut rows): (Vec<_>, Vec<_>) =
-            expired.into_iter().partition(|row| row.9 >= max_attempts);
+        // The takeovers first, each part in its order (a stable sort).
+        found.sort_by_key(|row| row.0);
+        let room = usize::try_from(batch).unwrap_or(usize::MAX);
+        let mut last = Vec::new();
+        let mut rows: Vec<LeaseRow> = Vec::with_capacity(room.min(found.len()));
+        for (part, row) in found.into_iter().map(split_part) {
+            if part == 0 && row.9 >= max_attempts {
+                last.push(row);
+            } else if rows.len() < room {
+                rows.push(row);
+            }
+        }
         if !last.is_empty() {
             let list = vec!["?"; last.len()].join(", ");
             let update = format!("{}{list})", self.sql.reap_update);
@@ -282,14 +346,6 @@ impl MySqlInbox {
                 query = query.bind(&row.0);
             }
             query.execute(&mut *tx).await?;
-        }
-        let room = batch - i64::try_from(rows.len()).unwrap_or(batch);
-        if room > 0 {
-            let pending: Vec<LeaseRow> = sqlx::query_as(&self.sql.pending_select)
-                .bind(room)
-                .fetch_all(&mut *tx)
-                .await?;
-            rows.extend(pending);
         }
         if rows.is_empty() {
             tx.commit().await?;

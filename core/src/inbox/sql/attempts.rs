@@ -107,6 +107,30 @@ pub(crate) fn insert(sql: &InboxStatements, param: fn(usize) -> String, rows: us
     statement
 }
 
+/// Binds `attempts` to an [`insert`] of as many rows.
+pub(crate) fn bind<'q, DB>(
+    mut query: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
+    attempts: &'q [(&'q str, Attempt)],
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
+where
+    DB: sqlx::Database,
+    &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for (key, attempt) in attempts {
+        query = query
+            .bind(*key)
+            .bind(i64::from(attempt.number))
+            .bind(ms(attempt.started_at))
+            .bind(ms(attempt.ended_at))
+            .bind(attempt.outcome.as_str())
+            .bind(attempt.error.as_deref())
+            .bind(attempt.worker.as_str());
+    }
+    query
+}
+
 /// Deletes an event's rows older than its newest [`ATTEMPTS_KEPT`]; bound:
 /// key, key. (The inner select is a derived table: MySQL cannot otherwise
 /// read the table it deletes from.)

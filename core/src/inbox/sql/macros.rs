@@ -306,21 +306,23 @@ macro_rules! sql_inbox {
                         .map(|(key, _)| *key)
                         .collect();
                     let run = async {
+                        // The common flush (first attempts that succeeded,
+                        // one chunk) is one statement: no transaction of
+                        // its own (one round trip, not three).
+                        let alone = trims.is_empty() && attempts.len() <= history::INSERT_CHUNK;
+                        if alone {
+                            let statement = history::insert(&self.sql, param, attempts.len());
+                            return history::bind(sqlx::query(&statement), attempts)
+                                .execute(&self.pool)
+                                .await
+                                .map(|_| ());
+                        }
                         let mut tx = self.pool.begin().await?;
                         for chunk in attempts.chunks(history::INSERT_CHUNK) {
                             let statement = history::insert(&self.sql, param, chunk.len());
-                            let mut query = sqlx::query(&statement);
-                            for (key, attempt) in chunk {
-                                query = query
-                                    .bind(*key)
-                                    .bind(i64::from(attempt.number))
-                                    .bind(history::ms(attempt.started_at))
-                                    .bind(history::ms(attempt.ended_at))
-                                    .bind(attempt.outcome.as_str())
-                                    .bind(attempt.error.as_deref())
-                                    .bind(attempt.worker.as_str());
-                            }
-                            query.execute(&mut *tx).await?;
+                            history::bind(sqlx::query(&statement), chunk)
+                                .execute(&mut *tx)
+                                .await?;
                         }
                         if !trims.is_empty() {
                             let trim = history::trim(&self.sql, param);

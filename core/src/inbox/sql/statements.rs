@@ -66,31 +66,33 @@ pub(crate) struct InboxStatements {
     /// bound: error, max attempts.
     #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
     pub(crate) reap: String,
-    /// MySQL's expired leases, oldest first, locked: those on their last
-    /// attempt (to dead-letter: MySQL cannot select from the table it
-    /// updates) and, unless the inbox is paused, those with attempts left
-    /// (to take over). The leased columns ([`LEASE_COLUMNS`], attempts
-    /// before this lease); bound: max attempts, limit. One
-    /// range of the `(state, lease_until)` index in its order: no sort,
-    /// and no row locked but those returned.
+    /// MySQL's lease select, one statement of two parts (`UNION ALL`),
+    /// each locked (`FOR UPDATE SKIP LOCKED`) and each one range of one
+    /// index read in its order (no sort, no row locked but those returned),
+    /// first column the part (0 or 1), then the leased columns
+    /// ([`LEASE_COLUMNS`], attempts before this lease):
+    ///
+    /// 0. the expired leases, oldest first (`(state, lease_until)`): those on
+    ///    their last attempt (to dead-letter: MySQL cannot select from the
+    ///    table it updates) and, unless paused, those with attempts left (to
+    ///    take over);
+    /// 1. the due pending rows, oldest due first (`(state, due_at)`), unless
+    ///    paused. (The one-statement lease's `pending OR taken over`
+    ///    condition cannot use one index in order: InnoDB then reads and
+    ///    locks every pending row to sort them, and concurrent workers skip
+    ///    them all.)
+    ///
+    /// Bound: max attempts, the limit of each part.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    pub(crate) expired_select: String,
+    pub(crate) lease_select: String,
     /// Then their update (`IN (` is last); bound: error, then the keys.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) reap_update: String,
     /// One-statement lease; bound: token, lease ms, max attempts, batch,
     /// and with [`Dialect::reap_in_lease`] the reap's error. MySQL leases in
-    /// two statements instead (`lease_select`, `lease_update`).
+    /// a transaction instead (`lease_select`, `lease_update`).
     #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
     pub(crate) lease: String,
-    /// MySQL's due pending rows, oldest due first, locked: their leased
-    /// columns (attempts before this lease); bound: limit.
-    /// One range of the `(state, due_at)` index in its order. (The
-    /// one-statement lease's `pending OR taken over` condition cannot use
-    /// one index in order: InnoDB then reads and locks every pending row to
-    /// sort them, and concurrent workers skip them all.)
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    pub(crate) pending_select: String,
     /// The lease's update of the rows whose keys follow (`IN (` is last);
     /// bound: token, lease ms, then the keys.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
@@ -202,14 +204,18 @@ impl InboxStatements {
                 expired(2),
                 d.lock
             ),
-            expired_select: format!(
-                "SELECT {columns} FROM {t} WHERE state = {LEASED} AND lease_until <= {now} \
+            lease_select: format!(
+                "(SELECT CAST(0 AS SIGNED), {columns} FROM {t} WHERE state = {LEASED} AND lease_until <= {now} \
                  AND (attempts >= {} OR (NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) \
                  AND {unpaused})) \
-                 ORDER BY lease_until LIMIT {}{}",
+                 ORDER BY lease_until LIMIT {}{lock}) UNION ALL \
+                 (SELECT CAST(1 AS SIGNED), {columns} FROM {t} WHERE state = {PENDING} AND due_at <= {now} \
+                 AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) AND {unpaused} \
+                 ORDER BY due_at LIMIT {}{lock})",
                 p(1),
                 p(2),
-                d.lock
+                p(3),
+                lock = d.lock
             ),
             reap_update: format!(
                 "UPDATE {t}{} SET state = {DEAD}, token = NULL, lease_until = NULL, last_error = {}, \
@@ -241,13 +247,6 @@ impl InboxStatements {
                 p(2),
                 due(3),
                 p(4),
-                d.lock
-            ),
-            pending_select: format!(
-                "SELECT {columns} FROM {t} WHERE state = {PENDING} AND due_at <= {now} \
-                 AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) AND {unpaused} \
-                 ORDER BY due_at LIMIT {}{}",
-                p(1),
                 d.lock
             ),
             lease_update: format!(
