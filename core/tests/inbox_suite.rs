@@ -1025,6 +1025,94 @@ async fn expiry_on_last_attempt_dead_letters(target: Target) {
     target.cleanup().await;
 }
 
+/// One lease meets every kind of row at once: an expired lease on its last
+/// attempt (dead-lettered), an expired lease with attempts left (taken
+/// over, ahead of the pending rows), a pending retry already at the
+/// attempt limit (leased: the limit applies to expired leases only) and a
+/// fresh event; what the batch has no room for stays pending.
+async fn lease_mixes_takeovers_reaps_and_pending(target: Target) {
+    let inbox = target.open().await;
+    let short = Duration::from_millis(1500);
+    let long = Duration::from_secs(60);
+    let lease_one = |lease: Duration| {
+        let inbox = Arc::clone(&inbox);
+        async move {
+            let mut leased = inbox
+                .lease(ClaimToken::random(), 1, lease, 9)
+                .await
+                .unwrap();
+            assert_eq!(leased.len(), 1);
+            leased.remove(0)
+        }
+    };
+    // A: two attempts, the second one's lease expires.
+    inbox
+        .accept(&NewEvent::new(key(1), "test", body(1, false)))
+        .await
+        .unwrap();
+    assert_eq!(lease_one(Duration::from_millis(200)).await.attempt, 1);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let a = lease_one(short).await;
+    assert_eq!((a.meta.key.as_str(), a.attempt), (key(1).as_str(), 2));
+    // B: one attempt, its lease expires.
+    inbox
+        .accept(&NewEvent::new(key(2), "test", body(2, false)))
+        .await
+        .unwrap();
+    let b = lease_one(short).await;
+    assert_eq!((b.meta.key.as_str(), b.attempt), (key(2).as_str(), 1));
+    // C: two attempts, each retried: pending with attempts = 2.
+    inbox
+        .accept(&NewEvent::new(key(3), "test", body(3, false)))
+        .await
+        .unwrap();
+    for attempt in 1..=2 {
+        let c = lease_one(long).await;
+        assert_eq!((c.meta.key.as_str(), c.attempt), (key(3).as_str(), attempt));
+        let retried = inbox
+            .retry(&c.meta.key, c.token, Duration::ZERO, "again")
+            .await
+            .unwrap();
+        assert_eq!(retried, Transition::Applied);
+    }
+    // D: fresh.
+    inbox
+        .accept(&NewEvent::new(key(4), "test", body(4, false)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    // Max attempts 2: A is dead, B taken over first, then one pending.
+    let first = inbox.lease(ClaimToken::random(), 2, long, 2).await.unwrap();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(
+        (first[0].meta.key.as_str(), first[0].attempt),
+        (key(2).as_str(), 2)
+    );
+    let rest = inbox
+        .lease(ClaimToken::random(), 10, long, 2)
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    let mut pending: Vec<(String, u32)> = first[1..]
+        .iter()
+        .chain(&rest)
+        .map(|e| (e.meta.key.clone(), e.attempt))
+        .collect();
+    pending.sort();
+    assert_eq!(pending, vec![(key(3), 3), (key(4), 1)]);
+    let dead = inbox
+        .dead_letter_get(&key(1))
+        .await
+        .unwrap()
+        .expect("A dead-lettered");
+    assert_eq!(dead.attempts, 2);
+    assert!(dead.last_error.unwrap().contains("lease expired"));
+    for n in 2..=4 {
+        assert!(inbox.dead_letter_get(&key(n)).await.unwrap().is_none());
+    }
+    target.cleanup().await;
+}
+
 /// Poison: dead letter after N attempts with its last error; two concurrent
 /// replays make one new attempt; the replay is processed once.
 async fn poison_dead_letter_and_replay(target: Target) {
@@ -3205,6 +3293,7 @@ macro_rules! suite {
                 crashing_processes,
                 lease_expiry_takeover,
                 expiry_on_last_attempt_dead_letters,
+                lease_mixes_takeovers_reaps_and_pending,
                 poison_dead_letter_and_replay,
                 attempt_history,
                 action_log,
