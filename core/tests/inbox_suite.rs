@@ -1081,25 +1081,29 @@ async fn lease_mixes_takeovers_reaps_and_pending(target: Target) {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1800)).await;
-    // Max attempts 2: A is dead, B taken over first, then one pending.
+    // Max attempts 2: A is dead; B is taken over ahead of the pending rows
+    // of its partition (a cluster visits its 16 partitions in turn, so
+    // there the order holds within a partition only); then one pending.
     let first = inbox.lease(ClaimToken::random(), 2, long, 2).await.unwrap();
     assert_eq!(first.len(), 2, "{first:?}");
-    assert_eq!(
-        (first[0].meta.key.as_str(), first[0].attempt),
-        (key(2).as_str(), 2)
-    );
+    if target.kind != "redis-cluster" {
+        assert_eq!(
+            (first[0].meta.key.as_str(), first[0].attempt),
+            (key(2).as_str(), 2)
+        );
+    }
     let rest = inbox
         .lease(ClaimToken::random(), 10, long, 2)
         .await
         .unwrap();
     assert_eq!(rest.len(), 1, "{rest:?}");
-    let mut pending: Vec<(String, u32)> = first[1..]
+    let mut leased: Vec<(String, u32)> = first
         .iter()
         .chain(&rest)
         .map(|e| (e.meta.key.clone(), e.attempt))
         .collect();
-    pending.sort();
-    assert_eq!(pending, vec![(key(3), 3), (key(4), 1)]);
+    leased.sort();
+    assert_eq!(leased, vec![(key(2), 2), (key(3), 3), (key(4), 1)]);
     let dead = inbox
         .dead_letter_get(&key(1))
         .await
