@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
+use sqlx::{FromRow as _, Row as _};
 
 use super::sql::schema::schema_check;
 use super::sql::{Dialect, InboxStatements, LeaseRow, SqlInboxBuilder, leased, sql_inbox};
@@ -43,53 +44,9 @@ fn mysql_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> Strin
 /// At most this many pairs per statement.
 const COMPLETE_CHUNK: usize = 500;
 
-/// A row of the lease select: its part (0 expired, 1 pending), then the
-/// leased columns.
-type SelectedRow = (
-    i64,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    String,
-    String,
-    Vec<u8>,
-    i64,
-    Option<i64>,
-    i64,
-);
-
-/// The part of a [`SelectedRow`], and its [`LeaseRow`].
-fn split_part(row: SelectedRow) -> (i64, LeaseRow) {
-    let (
-        part,
-        key,
-        scheme,
-        delivery_id,
-        event_type,
-        matched_key,
-        headers,
-        body,
-        received,
-        signed,
-        n,
-    ) = row;
-    (
-        part,
-        (
-            key,
-            scheme,
-            delivery_id,
-            event_type,
-            matched_key,
-            headers,
-            body,
-            received,
-            signed,
-            n,
-        ),
-    )
-}
+/// The lease select's last column, after the leased ones: its part (0
+/// expired, 1 pending).
+const PART: usize = 10;
 
 /// The current minute of the database's clock (minutes since the epoch).
 const ACTIVITY_MINUTE: &str = "(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) DIV 60000)";
@@ -320,18 +277,21 @@ impl MySqlInbox {
         // lease_until <= …` locks its way along an index and deadlocks
         // with completions. Pending rows past the batch's room stay locked
         // (unchanged) until the commit, a few milliseconds.
-        let mut found: Vec<SelectedRow> = sqlx::query_as(&self.sql.lease_select)
+        let mut found = sqlx::query(&self.sql.lease_select)
             .bind(max_attempts)
             .bind(batch)
             .bind(batch)
             .fetch_all(&mut *tx)
-            .await?;
+            .await?
+            .iter()
+            .map(|row| Ok((row.try_get::<i64, _>(PART)?, LeaseRow::from_row(row)?)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
         // The takeovers first, each part in its order (a stable sort).
-        found.sort_by_key(|row| row.0);
+        found.sort_by_key(|(part, _)| *part);
         let room = usize::try_from(batch).unwrap_or(usize::MAX);
         let mut last = Vec::new();
         let mut rows: Vec<LeaseRow> = Vec::with_capacity(room.min(found.len()));
-        for (part, row) in found.into_iter().map(split_part) {
+        for (part, row) in found {
             if part == 0 && row.9 >= max_attempts {
                 last.push(row);
             } else if rows.len() < room {

@@ -69,8 +69,8 @@ pub(crate) struct InboxStatements {
     /// MySQL's lease select, one statement of two parts (`UNION ALL`),
     /// each locked (`FOR UPDATE SKIP LOCKED`) and each one range of one
     /// index read in its order (no sort, no row locked but those returned),
-    /// first column the part (0 or 1), then the leased columns
-    /// ([`LEASE_COLUMNS`], attempts before this lease):
+    /// the leased columns ([`LEASE_COLUMNS`], attempts before this lease),
+    /// then the part (0 or 1):
     ///
     /// 0. the expired leases, oldest first (`(state, lease_until)`): those on
     ///    their last attempt (to dead-letter: MySQL cannot select from the
@@ -205,11 +205,11 @@ impl InboxStatements {
                 d.lock
             ),
             lease_select: format!(
-                "(SELECT CAST(0 AS SIGNED), {columns} FROM {t} WHERE state = {LEASED} AND lease_until <= {now} \
+                "(SELECT {columns}, CAST(0 AS SIGNED) FROM {t} WHERE state = {LEASED} AND lease_until <= {now} \
                  AND (attempts >= {} OR (NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) \
                  AND {unpaused})) \
                  ORDER BY lease_until LIMIT {}{lock}) UNION ALL \
-                 (SELECT CAST(1 AS SIGNED), {columns} FROM {t} WHERE state = {PENDING} AND due_at <= {now} \
+                 (SELECT {columns}, CAST(1 AS SIGNED) FROM {t} WHERE state = {PENDING} AND due_at <= {now} \
                  AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) AND {unpaused} \
                  ORDER BY due_at LIMIT {}{lock})",
                 p(1),
