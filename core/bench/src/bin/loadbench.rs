@@ -10,7 +10,7 @@
 //! For each round, each configuration and each framework (interleaved, the
 //! configuration order rotated every round), it starts `load_server` pinned to
 //! one core (`taskset`), signs fresh distinct Standard Webhooks deliveries
-//! (1 KiB JSON bodies) into a file, and runs `wrk` pinned to another core for
+//! (1 KiB JSON bodies, or `--body-len` bytes) into a file, and runs `wrk` pinned to another core for
 //! a few seconds with a Lua script that sends them one after the other. The
 //! server's CPU time (user + system, from `/proc/<pid>/stat`) over the run
 //! divided by the requests answered is its CPU cost per request; Redis' and
@@ -35,6 +35,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use webhooks_core::scheme::StandardWebhooks;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// The bodies' length unless `--body-len` says otherwise.
 const BODY_LEN: usize = 1024;
 const CONFIGS: [&str; 7] = [
     "bare", "verify", "dedup", "dup", "peer", "redis", "postgres",
@@ -92,6 +93,8 @@ struct Options {
     server_cpu: String,
     client_cpu: String,
     memory: bool,
+    /// Bytes in each delivery's JSON body.
+    body_len: usize,
     /// Another build of `load_server` (e.g. of the parent commit): every
     /// configuration but `bare` also runs on it, as `<config>@base`,
     /// interleaved with this build's runs.
@@ -111,6 +114,7 @@ fn options() -> Options {
         server_cpu: "1".into(),
         client_cpu: "0".into(),
         memory: false,
+        body_len: BODY_LEN,
         baseline: None,
     };
     let mut args = std::env::args().skip(1);
@@ -126,12 +130,13 @@ fn options() -> Options {
             "--server-cpu" => o.server_cpu = value(),
             "--client-cpu" => o.client_cpu = value(),
             "--memory" => o.memory = true,
+            "--body-len" => o.body_len = value().parse().expect("body length"),
             "--baseline" => o.baseline = Some(value().into()),
             _ => {
                 println!(
                     "loadbench [--rounds 3] [--secs 3] [--conns 64] [--frameworks axum,actix]\n  \
                      [--configs {}] [--server PATH] [--server-cpu 1] [--client-cpu 0] [--memory]\n  \
-                     [--baseline PATH-TO-ANOTHER-load_server]",
+                     [--body-len 1024] [--baseline PATH-TO-ANOTHER-load_server]",
                     CONFIGS.join(",")
                 );
                 std::process::exit(if arg == "--help" { 0 } else { 2 });
@@ -166,10 +171,10 @@ fn unix_now() -> u64 {
         .as_secs()
 }
 
-/// A 1 KiB JSON body.
-fn body() -> Vec<u8> {
+/// A JSON body of `len` bytes (at least its fixed part's 48).
+fn body(len: usize) -> Vec<u8> {
     let mut body = br#"{"type":"invoice.paid","data":{"id":"in_1","note":""#.to_vec();
-    while body.len() < BODY_LEN - 3 {
+    while body.len() < len.saturating_sub(3) {
         body.push(b'a' + (body.len() % 26) as u8);
     }
     body.extend_from_slice(b"\"}}");
@@ -327,7 +332,7 @@ fn run_one(o: &Options, dir: &Path, framework: &str, config: &str, tag: &str) ->
     let config = server_for(o, config).0;
 
     let verifier = StandardWebhooks::new(SECRET).expect("secret");
-    let body = body();
+    let body = body(o.body_len);
     let ts = unix_now();
     let n = if config == "dup" {
         1
@@ -394,6 +399,16 @@ fn run_one(o: &Options, dir: &Path, framework: &str, config: &str, tag: &str) ->
     }
 }
 
+/// Whether this CPU has the SHA extensions (SHA-NI) that sha2 uses for
+/// SHA-256, as `/proc/cpuinfo` says: "yes", "no" or "unknown".
+fn sha_extensions() -> &'static str {
+    match std::fs::read_to_string("/proc/cpuinfo") {
+        Ok(info) if info.split_whitespace().any(|flag| flag == "sha_ni") => "yes",
+        Ok(_) => "no",
+        Err(_) => "unknown",
+    }
+}
+
 fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     let mid = if v.len() % 2 == 1 {
@@ -408,7 +423,7 @@ fn load(o: &Options) {
     let dir = std::env::temp_dir().join(format!("loadbench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::write(dir.join("deliveries.lua"), LUA).expect("lua");
-    std::fs::write(dir.join("body.json"), body()).expect("body");
+    std::fs::write(dir.join("body.json"), body(o.body_len)).expect("body");
     let mut runs: BTreeMap<(String, String), Vec<Run>> = BTreeMap::new();
     let mut ratios: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     for round in 0..o.rounds {
@@ -461,8 +476,13 @@ fn load(o: &Options) {
         rule.push_str("---:|---:|");
     }
     println!(
-        "\nServer CPU per request, median [min–max] of {} rounds of {} s, {} connections:\n",
-        o.rounds, o.secs, o.conns
+        "\nServer CPU per request, median [min–max] of {} rounds of {} s, {} connections, \
+         {}-byte bodies, SHA extensions {}:\n",
+        o.rounds,
+        o.secs,
+        o.conns,
+        o.body_len,
+        sha_extensions()
     );
     println!("{header}\n{rule}");
     let rows = LABELS.iter().flat_map(|&(config, label)| {
