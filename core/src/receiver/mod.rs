@@ -330,6 +330,14 @@ impl Receiver {
     /// timer: the deadline is armed (and boxed, or it would take room in
     /// every request's state) only when the read must wait.
     ///
+    /// "Must wait" is decided at the second poll, not the first: a read
+    /// that is not ready at once wakes its task and is polled again before
+    /// anything else is done. A server that calls the service as soon as
+    /// the head is parsed and hands it the body it read with the head just
+    /// after (actix-web does so on every request) then costs neither the
+    /// head's check nor a timer; a body that is really on its way (or
+    /// never comes) is still met by the check a moment later.
+    ///
     /// One future, polled by one `await`: the pipeline's state holds the
     /// read once.
     ///
@@ -344,15 +352,22 @@ impl Receiver {
         F: Future<Output = Result<Bytes, Rejection>>,
     {
         let check = move || head.map_or(Ok(()), |head| self.check_signature_head(head));
-        let mut first = true;
+        // Polls before the read was found waiting (0, 1), then 2.
+        let mut polls = 0_u8;
         let mut deadline: Option<Pin<Box<tokio::time::Sleep>>> = None;
         std::future::poll_fn(move |cx| {
             let read = read.as_mut().poll(cx);
-            if std::mem::take(&mut first) {
+            if polls < 2 {
+                polls += 1;
                 match read {
                     Poll::Ready(Ok(body)) => return Poll::Ready(Ok((body, false))),
                     Poll::Ready(Err(rejection)) => {
                         return Poll::Ready(check().and(Err(rejection)));
+                    }
+                    // Once more, at once: the body may be handed over next.
+                    Poll::Pending if polls == 1 => {
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
                     }
                     Poll::Pending => {
                         if let Err(rejection) = check() {

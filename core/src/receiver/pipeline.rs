@@ -549,7 +549,16 @@ mod tests {
         let answer = receiver.receive(parts(), here, handler, |s| *s).await;
         assert_eq!(answer, Ok(204));
         assert_eq!(checks(), 0);
+        // Handed over just after the head (at the second poll): no check.
+        let next = || async {
+            tokio::task::yield_now().await;
+            Ok(Bytes::from_static(b"next"))
+        };
+        let answer = receiver.receive(parts(), next, handler, |s| *s).await;
+        assert_eq!(answer, Ok(204));
+        assert_eq!(checks(), 0);
         let later = || async {
+            tokio::task::yield_now().await;
             tokio::task::yield_now().await;
             Ok(Bytes::from_static(b"later"))
         };
@@ -561,5 +570,14 @@ mod tests {
         let answer = receiver.receive(parts(), failed, handler, |s| *s).await;
         assert_eq!(answer, Err(Rejection::BodyRead));
         assert_eq!(checks(), 2);
+        // A body that never comes: the head is checked at the second poll.
+        let never = std::future::pending::<Result<Bytes, Rejection>>;
+        let answer = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            receiver.receive(parts(), never, handler, |s| *s),
+        )
+        .await;
+        assert!(answer.is_err(), "answered without a body");
+        assert_eq!(checks(), 3);
     }
 }
