@@ -61,6 +61,8 @@ trait Backend: Sized {
 }
 
 const LEASE: Duration = Duration::from_secs(30);
+/// A completion's retention in the scenarios that need no other.
+const DAY: Duration = Duration::from_secs(86_400);
 
 fn key(name: &str) -> String {
     format!("webhooks:suite:{name}")
@@ -528,6 +530,30 @@ mod scenarios {
         backend.cleanup().await;
     }
 
+    /// A token settles its own claim only: another key's token neither
+    /// completes, releases nor extends it (the in-memory store finds a
+    /// settled entry by its table hash and the token).
+    pub(super) async fn a_token_settles_its_own_key_only<B: Backend>() {
+        let Some((backend, store)) = fresh_store::<B>().await else {
+            return;
+        };
+        let (a, b) = (key("own-a"), key("own-b"));
+        let (token_a, token_b) = (ClaimToken::random(), ClaimToken::random());
+        answers!(store.claim(&a, token_a, LEASE), Claim::Claimed);
+        answers!(store.claim(&b, token_b, LEASE), Claim::Claimed);
+        answers!(store.complete(&b, token_a, DAY), Transition::Stale);
+        answers!(store.release(&a, token_b), Transition::Stale);
+        answers!(store.extend(&b, token_a, LEASE), Transition::Stale);
+        answers!(store.complete(&a, token_a, DAY), Transition::Applied);
+        answers!(store.release(&b, token_b), Transition::Applied);
+        answers!(
+            store.claim(&a, ClaimToken::random(), LEASE),
+            Claim::Completed
+        );
+        answers!(store.claim(&b, ClaimToken::random(), LEASE), Claim::Claimed);
+        backend.cleanup().await;
+    }
+
     /// Two store instances (two pools or clients) on one server: still
     /// exactly one winner, and each sees the other's completion.
     pub(super) async fn two_instances<B: Backend>() {
@@ -696,6 +722,7 @@ macro_rules! store_suite {
                 release_then_reclaim,
                 completed_until_retention,
                 extend_needs_the_token,
+                a_token_settles_its_own_key_only,
                 two_instances,
                 unreachable_fails_fast,
                 hung_server_times_out,

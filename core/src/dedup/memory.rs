@@ -446,16 +446,23 @@ impl MemoryStore {
 
     /// The key's digest, and its shard, locked.
     fn shard(&self, key: &str) -> (Digest, MutexGuard<'_, Shard>) {
-        let shards = &self.inner.shards;
-        // Bits 32 and up pick the shard; the table inside uses the lowest
-        // bits for its buckets and the top 7 as tags.
-        let hash = self.inner.hasher.hash_one(key);
+        let (hash, shard) = self.shard_of(key);
         let digest = Digest {
             hash,
             check: self.inner.check.hash_one(key),
         };
+        (digest, shard)
+    }
+
+    /// The key's table hash (the first half of its digest), and its shard,
+    /// locked.
+    fn shard_of(&self, key: &str) -> (u64, MutexGuard<'_, Shard>) {
+        let shards = &self.inner.shards;
+        // Bits 32 and up pick the shard; the table inside uses the lowest
+        // bits for its buckets and the top 7 as tags.
+        let hash = self.inner.hasher.hash_one(key);
         let index = (hash >> 32) as usize & (shards.len() - 1);
-        (digest, lock(&shards[index]))
+        (hash, lock(&shards[index]))
     }
 
     /// Applies `next` to the key's in-flight state if `token` holds it, even
@@ -468,13 +475,22 @@ impl MemoryStore {
         next: impl FnOnce(Ms) -> Option<State>,
     ) -> Transition {
         let now = self.now();
-        let (digest, mut guard) = self.shard(key);
+        // The table hash and the token find the entry: the token (128
+        // random bits) is held by one claim's entry only, so the digest's
+        // second half (SipHash, the costlier) is not needed to tell this
+        // key's entry from another key's with the same table hash.
+        let (hash, mut guard) = self.shard_of(key);
         let shard = &mut *guard;
-        let Some(entry) = shard.table.find_mut(digest.hash, |e| e.digest == digest) else {
+        let token = split(token);
+        let Some(entry) = shard.table.find_mut(hash, |e| {
+            e.digest.hash == hash
+                && matches!(e.slot.state, State::InFlight { token: t, .. } if t == token)
+        }) else {
             return Transition::Stale;
         };
+        let digest = entry.digest;
         let held = matches!(entry.slot.state,
-            State::InFlight { token: t, keep_until, .. } if t == split(token) && keep_until.get() > now);
+            State::InFlight { keep_until, .. } if keep_until.get() > now);
         if !held {
             return Transition::Stale;
         }

@@ -350,6 +350,11 @@ impl Receiver {
         W: Future<Output = Result<T, Rejection>>,
     {
         let scheme = self.inner.verifier.scheme();
+        // No span at all when nothing could see one (the usual case without
+        // a subscriber): making a disabled span costs more than this check.
+        if !tracing::level_enabled!(tracing::Level::INFO) && log_drops_info() {
+            return self.untraced(scheme, work).await;
+        }
         let span = tracing::info_span!(
             "webhook",
             scheme,
@@ -361,11 +366,7 @@ impl Receiver {
             latency_us = field::Empty,
         );
         if span_unseen(&span) {
-            // Nothing to enter, record or time: the outcome's events only.
-            self.inner.signals.received(scheme);
-            let result = work.await;
-            self.outcome(scheme, &result, &tracing::Span::none());
-            return result;
+            return self.untraced(scheme, work).await;
         }
         let started = Instant::now();
         self.inner.signals.received(scheme);
@@ -376,6 +377,18 @@ impl Receiver {
             u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         );
         self.outcome(scheme, &result, &span);
+        result
+    }
+
+    /// `work` without a span: nothing to enter, record or time; the
+    /// outcome's events only.
+    async fn untraced<T, W>(&self, scheme: &'static str, work: Pin<Box<W>>) -> Result<T, Rejection>
+    where
+        W: Future<Output = Result<T, Rejection>>,
+    {
+        self.inner.signals.received(scheme);
+        let result = work.await;
+        self.outcome(scheme, &result, &tracing::Span::none());
         result
     }
 
