@@ -61,7 +61,7 @@ trait Backend: Sized {
 }
 
 const LEASE: Duration = Duration::from_secs(30);
-/// A completion's retention in the scenarios that need no other.
+/// A completion's retention where the scenario needs no other.
 const DAY: Duration = Duration::from_secs(86_400);
 
 fn key(name: &str) -> String {
@@ -231,11 +231,10 @@ mod scenarios {
         tokio::time::sleep(Duration::from_millis(450)).await;
         let answers = race(&[Arc::clone(&store)], &key, 16, LEASE).await;
         assert_eq!(claimed(&answers), 1, "one takeover: {answers:?}");
-        let day = Duration::from_secs(86_400);
-        answers!(store.complete(&key, old, day), Transition::Stale);
+        answers!(store.complete(&key, old, DAY), Transition::Stale);
         // Told its lease is over, as the pipeline would be: stale too.
         answers!(
-            store.complete_in_lease(&key, old, day, Duration::ZERO),
+            store.complete_in_lease(&key, old, DAY, Duration::ZERO),
             Transition::Stale
         );
         answers!(store.release(&key, old), Transition::Stale);
@@ -256,12 +255,11 @@ mod scenarios {
         let Some((backend, store)) = fresh_store::<B>().await else {
             return;
         };
-        let day = Duration::from_secs(86_400);
         let held = key("in-lease");
         let token = ClaimToken::random();
         answers!(store.claim(&held, token, LEASE), Claim::Claimed);
         answers!(
-            store.complete_in_lease(&held, token, day, LEASE),
+            store.complete_in_lease(&held, token, DAY, LEASE),
             Transition::Applied
         );
         answers!(
@@ -269,12 +267,12 @@ mod scenarios {
             Claim::Completed
         );
         answers!(
-            store.complete_in_lease(&held, token, day, LEASE),
+            store.complete_in_lease(&held, token, DAY, LEASE),
             Transition::Stale
         );
         let gone = key("in-lease-gone");
         answers!(
-            store.complete_in_lease(&gone, token, day, LEASE),
+            store.complete_in_lease(&gone, token, DAY, LEASE),
             Transition::Stale
         );
         answers!(
@@ -295,7 +293,6 @@ mod scenarios {
             return;
         };
         let lease = Duration::from_millis(300);
-        let day = Duration::from_secs(86_400);
         let run_out = || tokio::time::sleep(Duration::from_millis(450));
 
         // complete after the lease, nobody took over: applied, remembered.
@@ -304,15 +301,15 @@ mod scenarios {
         answers!(store.claim(&done, token, lease), Claim::Claimed);
         run_out().await;
         answers!(
-            store.complete(&done, ClaimToken::random(), day),
+            store.complete(&done, ClaimToken::random(), DAY),
             Transition::Stale
         );
-        answers!(store.complete(&done, token, day), Transition::Applied);
+        answers!(store.complete(&done, token, DAY), Transition::Applied);
         answers!(
             store.claim(&done, ClaimToken::random(), LEASE),
             Claim::Completed
         );
-        answers!(store.complete(&done, token, day), Transition::Stale);
+        answers!(store.complete(&done, token, DAY), Transition::Stale);
 
         // extend after the lease, nobody took over: the claim is ours again.
         let extended = key("late-extend");
@@ -328,7 +325,7 @@ mod scenarios {
             store.claim(&extended, ClaimToken::random(), LEASE),
             Claim::InFlight { .. }
         );
-        answers!(store.complete(&extended, token, day), Transition::Applied);
+        answers!(store.complete(&extended, token, DAY), Transition::Applied);
 
         // release after the lease: the next attempt may run at once.
         let released = key("late-release");
@@ -348,10 +345,10 @@ mod scenarios {
         run_out().await;
         let new = ClaimToken::random();
         answers!(store.claim(&taken, new, LEASE), Claim::Claimed);
-        answers!(store.complete(&taken, old, day), Transition::Stale);
+        answers!(store.complete(&taken, old, DAY), Transition::Stale);
         answers!(store.extend(&taken, old, LEASE), Transition::Stale);
-        answers!(store.complete(&taken, new, day), Transition::Applied);
-        answers!(store.complete(&taken, old, day), Transition::Stale);
+        answers!(store.complete(&taken, new, DAY), Transition::Applied);
+        answers!(store.complete(&taken, old, DAY), Transition::Stale);
         answers!(store.release(&taken, old), Transition::Stale);
         answers!(
             store.claim(&taken, ClaimToken::random(), LEASE),
@@ -392,9 +389,8 @@ mod scenarios {
                         Claim::Claimed => {
                             // The handler.
                             tokio::task::yield_now().await;
-                            let day = Duration::from_secs(86_400);
                             store
-                                .complete(&key, token, day)
+                                .complete(&key, token, DAY)
                                 .await
                                 .map(|t| (i % IDS, Some(t)))
                         }
