@@ -39,7 +39,8 @@ pub(crate) struct Dialect {
     /// concurrent leases select, and deadlock).
     pub(crate) by_key: &'static str,
     /// Whether the lease statement reaps too (a data-modifying `WITH`, as
-    /// PostgreSQL has), or the reap is a statement of its own.
+    /// PostgreSQL has; its lease then answers the rows in the order chosen),
+    /// or the reap is a statement of its own.
     pub(crate) reap_in_lease: bool,
     /// The batch completion, from the quoted table, the clock expression and
     /// the completed state (see [`InboxStatements::complete_many`]).
@@ -89,8 +90,9 @@ pub(crate) struct InboxStatements {
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) reap_update: String,
     /// One-statement lease; bound: token, lease ms, max attempts, batch,
-    /// and with [`Dialect::reap_in_lease`] the reap's error. MySQL leases in
-    /// a transaction instead (`lease_select`, `lease_update`).
+    /// and with [`Dialect::reap_in_lease`] the reap's error (numbered
+    /// parameters: max attempts and batch are used more than once). MySQL
+    /// leases in a transaction instead (`lease_select`, `lease_update`).
     #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
     pub(crate) lease: String,
     /// The lease's update of the rows whose keys follow (`IN (` is last);
@@ -152,17 +154,6 @@ impl InboxStatements {
         // No paused gate matches the row (see `gates`).
         let unpaused = super::gates::unpaused(table, q);
         let dead_columns = format!("{columns}, last_error, updated_at");
-        // A due row: pending and due, or leased with an expired lease and
-        // attempts left (a takeover); parameter `n`: the max attempts.
-        // Nothing is due while the inbox is paused.
-        let due = |n: usize| {
-            format!(
-                "((state = {PENDING} AND due_at <= {now}) OR \
-                 (state = {LEASED} AND lease_until <= {now} AND attempts < {})) \
-                 AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) AND {unpaused}",
-                p(n)
-            )
-        };
         // A leased row whose lease expired on its last attempt; parameter
         // `n`: the max attempts.
         let expired = |n: usize| {
@@ -223,32 +214,68 @@ impl InboxStatements {
                 d.by_key,
                 p(1)
             ),
-            lease: format!(
-                "{}UPDATE {t} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
-                 attempts = {NEXT_ATTEMPT}, updated_at = {now} WHERE event_key IN \
-                 (SELECT event_key FROM {t} WHERE {} ORDER BY due_at LIMIT {}{}) \
-                 RETURNING {columns}",
+            lease: {
+                // Two index range reads, each in its own order, so nothing
+                // is sorted and a lease's cost does not grow with the
+                // backlog (one `pending OR taken over … ORDER BY due_at`
+                // read and sorted every due row, and PostgreSQL compiled
+                // that plan with its JIT at every lease): the expired
+                // leases with attempts left (`(state, lease_until)`), then
+                // the due pending rows (`(state, due_at)`), each up to the
+                // batch, the takeovers chosen first.
+                let open =
+                    format!("NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) AND {unpaused}");
+                let (reap, lock) = (
+                    if d.reap_in_lease {
+                        // The reap first, in the same statement (one round
+                        // trip): the rows it dead-letters (attempts >= max)
+                        // are never taken over (attempts < max).
+                        format!(
+                            "reaped AS (UPDATE {t} SET state = {DEAD}, token = NULL, \
+                             lease_until = NULL, last_error = {}, updated_at = {now} \
+                             WHERE event_key IN (SELECT event_key FROM {t} WHERE {}{})), ",
+                            p(5),
+                            expired(3),
+                            d.lock
+                        )
+                    } else {
+                        String::new()
+                    },
+                    d.lock,
+                );
+                let picked = format!(
+                    "WITH {reap}taken AS (SELECT event_key AS k, lease_until AS pick_at FROM {t} \
+                     WHERE state = {LEASED} AND lease_until <= {now} AND attempts < {max} AND {open} \
+                     ORDER BY lease_until LIMIT {batch}{lock}), \
+                     fresh AS (SELECT event_key AS k, due_at AS pick_at FROM {t} \
+                     WHERE state = {PENDING} AND due_at <= {now} AND {open} \
+                     ORDER BY due_at LIMIT {batch}{lock}), \
+                     picked AS (SELECT k, part, pick_at FROM (SELECT k, 0 AS part, pick_at FROM taken \
+                     UNION ALL SELECT k, 1 AS part, pick_at FROM fresh) AS c \
+                     ORDER BY part, pick_at LIMIT {batch})",
+                    max = p(3),
+                    batch = p(4),
+                );
+                let set = format!(
+                    "UPDATE {t} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
+                     attempts = {NEXT_ATTEMPT}, updated_at = {now}",
+                    p(1),
+                    p(2)
+                );
                 if d.reap_in_lease {
-                    // The reap first, in the same statement (one round trip):
-                    // the rows it dead-letters (attempts >= max) are never
-                    // due (attempts < max).
+                    // In the order chosen (PostgreSQL can return the
+                    // chosen rows' columns from an `UPDATE … FROM`).
                     format!(
-                        "WITH reaped AS (UPDATE {t} SET state = {DEAD}, token = NULL, \
-                         lease_until = NULL, last_error = {}, updated_at = {now} \
-                         WHERE event_key IN (SELECT event_key FROM {t} WHERE {}{})) ",
-                        p(5),
-                        expired(3),
-                        d.lock
+                        "{picked}, leased AS ({set} FROM picked WHERE event_key = picked.k \
+                         RETURNING {columns}, part, pick_at) \
+                         SELECT {columns} FROM leased ORDER BY part, pick_at"
                     )
                 } else {
-                    String::new()
-                },
-                p(1),
-                p(2),
-                due(3),
-                p(4),
-                d.lock
-            ),
+                    format!(
+                        "{picked} {set} WHERE event_key IN (SELECT k FROM picked) RETURNING {columns}"
+                    )
+                }
+            },
             lease_update: format!(
                 "UPDATE {t}{} SET state = {LEASED}, token = {}, lease_until = {now} + {}, \
                  attempts = {NEXT_ATTEMPT}, updated_at = {now} WHERE event_key IN (",
