@@ -321,3 +321,88 @@ impl PostgresInbox {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PostgresInbox;
+    use crate::dedup::sql::tests::server_url;
+    use crate::inbox::ClaimToken;
+
+    /// A lease over a backlog reads two index ranges in their order: no
+    /// sequential scan of the inbox and no sort of its rows. (The lease
+    /// that asked for `pending OR taken over … ORDER BY due_at` read and
+    /// sorted every due row, and PostgreSQL compiled that plan with its JIT
+    /// at every lease: 1,100 events a second at a backlog of 20,000.)
+    #[tokio::test]
+    async fn lease_plan_reads_index_ranges() {
+        let Some(url) = server_url(
+            "WEBHOOKS_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        )
+        .await
+        else {
+            return;
+        };
+        let table = format!("inbox_plan_{}", &ClaimToken::random().to_hex()[..12]);
+        let inbox = PostgresInbox::builder(&url)
+            .table(&table)
+            .connect()
+            .await
+            .unwrap();
+        inbox.migrate().await.unwrap();
+        let pool = inbox.pool();
+        let backlog = format!(
+            "INSERT INTO \"{table}\" (event_key, scheme, matched_key, headers, body, \
+             received_at, state, attempts, due_at, updated_at, lease_until) \
+             SELECT 'k' || i, 'test', 'm', '', ''::bytea, i, \
+             CASE WHEN i % 5 = 0 THEN 1 ELSE 0 END, CASE WHEN i % 5 = 0 THEN 1 ELSE 0 END, \
+             i, i, CASE WHEN i % 5 = 0 THEN 4000000000000 + i END \
+             FROM generate_series(1, 5000) AS i"
+        );
+        sqlx::query(&backlog).execute(pool).await.unwrap();
+        sqlx::query(&format!("ANALYZE \"{table}\""))
+            .execute(pool)
+            .await
+            .unwrap();
+        let plan: Vec<(String,)> = sqlx::query_as(&format!("EXPLAIN {}", inbox.sql.lease))
+            .bind(ClaimToken::random().to_hex())
+            .bind(60_000_i64)
+            .bind(5_i64)
+            .bind(8_i64)
+            .bind("expired")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        let plan: Vec<&str> = plan.iter().map(|(line,)| line.as_str()).collect();
+        for table_name in [
+            table.clone(),
+            format!("{table}_control"),
+            format!("{table}_activity"),
+            format!("{table}_gates"),
+            format!("{table}_permits"),
+            format!("{table}_attempts"),
+            format!("{table}_actions"),
+        ] {
+            let drop = format!("DROP TABLE IF EXISTS \"{table_name}\"");
+            sqlx::query(&drop).execute(pool).await.unwrap();
+        }
+        let function = format!("DROP FUNCTION IF EXISTS \"{table}_act_fn\"");
+        sqlx::query(&function).execute(pool).await.unwrap();
+        let whole = plan.join("\n");
+        // The inbox itself, not its `_control` or `_gates` tables.
+        let scans = |kind: &str| {
+            plan.iter().any(|line| {
+                line.contains(&format!("{kind} on {table} "))
+                    || line.ends_with(&format!("{kind} on {table}"))
+            })
+        };
+        assert!(!scans("Seq Scan"), "{whole}");
+        assert!(!scans("Bitmap Heap Scan"), "{whole}");
+        for index in ["due", "lease"] {
+            assert!(
+                whole.contains(&format!("Index Scan using {table}_{index} on {table}")),
+                "{whole}"
+            );
+        }
+    }
+}

@@ -320,3 +320,59 @@ impl SqliteInbox {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SqliteInbox;
+    use crate::inbox::ClaimToken;
+
+    /// A lease over a backlog reads two index ranges in their order: no
+    /// scan of the inbox and no sort of its rows (the lease that asked for
+    /// `pending OR taken over … ORDER BY due_at` read every due row through
+    /// both indexes and sorted them in a temporary B-tree).
+    #[tokio::test]
+    async fn lease_plan_reads_index_ranges() {
+        let inbox = SqliteInbox::connect("sqlite::memory:").await.unwrap();
+        inbox.migrate().await.unwrap();
+        let t = &inbox.sql.quoted;
+        let backlog = format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000) \
+             INSERT INTO {t} (event_key, scheme, matched_key, headers, body, received_at, \
+             state, attempts, due_at, updated_at, lease_until) \
+             SELECT 'k' || i, 'test', 'm', '', X'', i, i % 5 = 0, i % 5 = 0, i, i, \
+             CASE WHEN i % 5 = 0 THEN 4000000000000 + i END FROM n"
+        );
+        sqlx::query(&backlog).execute(inbox.pool()).await.unwrap();
+        sqlx::query("ANALYZE").execute(inbox.pool()).await.unwrap();
+        let plan: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(&format!("EXPLAIN QUERY PLAN {}", inbox.sql.lease))
+                .bind(ClaimToken::random().to_hex())
+                .bind(60_000_i64)
+                .bind(5_i64)
+                .bind(8_i64)
+                .fetch_all(inbox.pool())
+                .await
+                .unwrap();
+        let table = &inbox.sql.table;
+        let details: Vec<&str> = plan.iter().map(|(.., detail)| detail.as_str()).collect();
+        let whole = details.join("\n");
+        assert!(
+            !details.iter().any(|d| d.contains("MULTI-INDEX OR")),
+            "{whole}"
+        );
+        assert!(
+            !details
+                .iter()
+                .any(|d| *d == format!("SCAN {table}") || d.starts_with(&format!("SCAN {table} "))),
+            "{whole}"
+        );
+        for index in ["due", "lease"] {
+            assert!(
+                details
+                    .iter()
+                    .any(|d| d.starts_with(&format!("SEARCH {table} USING INDEX {table}_{index} "))),
+                "{whole}"
+            );
+        }
+    }
+}

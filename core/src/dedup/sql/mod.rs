@@ -81,7 +81,7 @@ pub(crate) use purge::Purging;
 pub use purge::{PurgeTask, URL_PURGE_INTERVAL};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(feature = "mysql")]
 mod mysql;

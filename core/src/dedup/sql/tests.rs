@@ -112,7 +112,7 @@ async fn skewed_instances_exclude_each_other(a: &dyn DedupStore, b: &dyn DedupSt
 /// `env`'s URL (or `default`) when its server accepts connections;
 /// `None` (skipped, said on stderr) without one, a panic under `CI=true`.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-async fn server_url(env: &str, default: &str) -> Option<String> {
+pub(crate) async fn server_url(env: &str, default: &str) -> Option<String> {
     let url = std::env::var(env).unwrap_or_else(|_| default.to_owned());
     let authority = url.split_once("://").map(|(_, rest)| {
         let end = rest.find(['/', '?']).unwrap_or(rest.len());
