@@ -887,6 +887,78 @@ async fn complete_many_is_token_checked(target: Target) {
     target.cleanup().await;
 }
 
+/// `complete_many_recorded`: the completions, token-checked, and the
+/// attempt of each that applied in the history (where the inbox keeps one);
+/// none for a stale pair. On PostgreSQL one statement for both; a batch with
+/// an attempt past its first takes the two steps.
+async fn complete_many_recorded_records_the_applied(target: Target) {
+    let inbox = target.open().await;
+    for n in 0..3 {
+        inbox
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let (a, b) = (ClaimToken::random(), ClaimToken::random());
+    let first = inbox.lease(a, 2, Duration::from_secs(30), 5).await.unwrap();
+    let second = inbox.lease(b, 1, Duration::from_secs(30), 5).await.unwrap();
+    assert_eq!((first.len(), second.len()), (2, 1));
+    let (a0, a1, b0) = (
+        first[0].meta.key.clone(),
+        first[1].meta.key.clone(),
+        second[0].meta.key.clone(),
+    );
+    let started = SystemTime::now() - Duration::from_millis(5);
+    let ended = SystemTime::now();
+    let attempt = |number: u32, outcome: AttemptOutcome| {
+        Attempt::new(number, started, ended, outcome).with_worker("suite-flush")
+    };
+    assert_eq!(inbox.complete_many_recorded(&[]).await.unwrap(), vec![]);
+    // First attempts: one statement on PostgreSQL.
+    assert_eq!(
+        inbox
+            .complete_many_recorded(&[
+                (a0.as_str(), a, attempt(1, AttemptOutcome::Succeeded)),
+                (b0.as_str(), a, attempt(1, AttemptOutcome::Succeeded)),
+                (a1.as_str(), a, attempt(1, AttemptOutcome::UnknownType)),
+            ])
+            .await
+            .unwrap(),
+        vec![Transition::Applied, Transition::Stale, Transition::Applied]
+    );
+    // An attempt past its first: the two steps.
+    assert_eq!(
+        inbox
+            .complete_many_recorded(&[(b0.as_str(), b, attempt(2, AttemptOutcome::Succeeded))])
+            .await
+            .unwrap(),
+        vec![Transition::Applied]
+    );
+    let stats = inbox.stats().await.unwrap();
+    assert_eq!((stats.completed, stats.in_flight, stats.pending), (3, 0, 0));
+    if inbox.keeps_attempts() {
+        for (key, number, outcome) in [
+            (&a0, 1, AttemptOutcome::Succeeded),
+            (&a1, 1, AttemptOutcome::UnknownType),
+            (&b0, 2, AttemptOutcome::Succeeded),
+        ] {
+            let history = inbox.attempts(key).await.unwrap();
+            assert_eq!(history.len(), 1, "{key}: {history:?}");
+            assert_eq!(
+                (
+                    history[0].number,
+                    history[0].outcome,
+                    history[0].worker.as_str()
+                ),
+                (number, outcome, "suite-flush"),
+                "{key}"
+            );
+            assert_eq!(history[0].error, None);
+        }
+    }
+    target.cleanup().await;
+}
+
 /// Per-minute activity, counted in the store: each accepted, completed and
 /// failed (retried, dead-lettered, expired on its last attempt) event once;
 /// duplicates, stale transitions, hand-backs and replays not at all; 60
@@ -3317,6 +3389,7 @@ macro_rules! suite {
                 timeouts_panics_and_bad_json,
                 completion_failure_leaves_events_leased,
                 complete_many_is_token_checked,
+                complete_many_recorded_records_the_applied,
                 activity_counts_each_transition_once,
                 event_type_from_the_body,
                 event_type_from_the_header,
@@ -3367,6 +3440,7 @@ backend_tests!(nats, "nats":
     timeouts_panics_and_bad_json,
     completion_failure_leaves_events_leased,
     complete_many_is_token_checked,
+    complete_many_recorded_records_the_applied,
     event_type_from_the_body,
     event_type_from_the_header,
     event_type_from_the_scheme,
@@ -3401,6 +3475,7 @@ backend_tests!(rabbitmq, "rabbitmq":
     timeouts_panics_and_bad_json,
     completion_failure_leaves_events_leased,
     complete_many_is_token_checked,
+    complete_many_recorded_records_the_applied,
     event_type_from_the_body,
     event_type_from_the_header,
     event_type_from_the_scheme,

@@ -733,6 +733,29 @@ pub trait Inbox: Send + Sync + 'static {
         false
     }
 
+    /// [`complete_many`](Self::complete_many), and for each entry that
+    /// applied, its attempt appended to the history
+    /// ([`record_attempts`](Self::record_attempts)): the [`Worker`]'s flush
+    /// of its completions. Answers one [`Transition`] per entry, in order;
+    /// an entry that did not apply records nothing.
+    ///
+    /// PostgreSQL does both in one statement, so a flush costs one commit,
+    /// not two (a batch whose attempts need older entries trimmed, past
+    /// their first attempt, takes the default). The default calls
+    /// `complete_many`, then `record_attempts` with the applied entries; an
+    /// error recording them loses the entries (logged), never the
+    /// completions.
+    ///
+    /// # Errors
+    ///
+    /// [`InboxError`] when the store cannot answer: as `complete_many`'s.
+    async fn complete_many_recorded(
+        &self,
+        done: &[(&str, ClaimToken, Attempt)],
+    ) -> Result<Vec<Transition>, InboxError> {
+        complete_then_record(self, done).await
+    }
+
     /// Adds an entry to the inbox's action log ([the `actions`
     /// module](crate::inbox::actions)) and deletes the entries older than
     /// [`ACTION_LOG_RETENTION`]; the store assigns the entry's
@@ -904,6 +927,30 @@ pub trait TransactionalInbox: Inbox + Clone {
         key: &str,
         token: ClaimToken,
     ) -> Result<Transition, InboxError>;
+}
+
+/// [`Inbox::complete_many_recorded`]'s default: the completions, then the
+/// attempts of those that applied (a store error there is logged: the
+/// completions stand).
+pub(crate) async fn complete_then_record<I: Inbox + ?Sized>(
+    inbox: &I,
+    done: &[(&str, ClaimToken, Attempt)],
+) -> Result<Vec<Transition>, InboxError> {
+    let pairs: Vec<(&str, ClaimToken)> =
+        done.iter().map(|(key, token, _)| (*key, *token)).collect();
+    let transitions = inbox.complete_many(&pairs).await?;
+    let applied: Vec<(&str, Attempt)> = done
+        .iter()
+        .zip(&transitions)
+        .filter(|(_, t)| **t == Transition::Applied)
+        .map(|((key, _, attempt), _)| (*key, attempt.clone()))
+        .collect();
+    if !applied.is_empty() {
+        if let Err(error) = inbox.record_attempts(&applied).await {
+            tracing::warn!(events = applied.len(), error = %error, "recording inbox attempts failed; their history misses them");
+        }
+    }
+    Ok(transitions)
 }
 
 #[cfg(test)]

@@ -36,6 +36,25 @@ fn pg_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> String {
     )
 }
 
+/// One [`Transition`] per `(key, token)`: applied when the statement
+/// returned the pair.
+fn transitions(keys: &[&str], tokens: &[String], applied: &[(String, String)]) -> Vec<Transition> {
+    let applied: HashSet<(&str, &str)> = applied
+        .iter()
+        .map(|(key, token)| (key.as_str(), token.as_str()))
+        .collect();
+    keys.iter()
+        .zip(tokens)
+        .map(|(key, token)| {
+            if applied.contains(&(*key, token.as_str())) {
+                Transition::Applied
+            } else {
+                Transition::Stale
+            }
+        })
+        .collect()
+}
+
 /// The current minute of the database's clock (minutes since the epoch).
 const ACTIVITY_MINUTE: &str = "(CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT) / 60000)";
 
@@ -87,6 +106,65 @@ sql_inbox!(PostgresInbox, PgPool, sqlx::Postgres);
 returning_ops!(PostgresInbox);
 
 impl PostgresInbox {
+    /// [`Inbox::complete_many_recorded`](super::Inbox::complete_many_recorded)
+    /// in one statement (one commit): the completions, and the attempts of
+    /// those that applied inserted from the completion's `RETURNING`. A
+    /// batch with an attempt past its first (whose older entries are
+    /// trimmed) takes the two steps of the default instead.
+    async fn complete_recorded(
+        &self,
+        done: &[(&str, ClaimToken, super::Attempt)],
+    ) -> Result<Vec<Transition>, InboxError> {
+        use super::sql::attempts as history;
+        if done
+            .iter()
+            .any(|(_, _, attempt)| history::needs_trim(attempt))
+        {
+            return super::complete_then_record(self, done).await;
+        }
+        let statement = format!(
+            "WITH a AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], \
+             $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[]) \
+             AS a(k, tok, n, s, e, o, err, w)), \
+             done AS (UPDATE {t} AS i SET state = {completed}, token = NULL, \
+             lease_until = NULL, updated_at = {now} FROM a \
+             WHERE i.event_key = a.k AND i.token = a.tok AND i.state = {leased} \
+             RETURNING a.k, a.tok), \
+             kept AS (INSERT INTO {attempts} (event_key, number, started_at, ended_at, \
+             outcome, error, worker) SELECT a.k, a.n, a.s, a.e, a.o, a.err, a.w \
+             FROM a JOIN done ON done.k = a.k AND done.tok = a.tok) \
+             SELECT k, tok FROM done",
+            t = self.sql.quoted,
+            now = DIALECT.now,
+            completed = super::sql::COMPLETED,
+            leased = super::sql::LEASED,
+            attempts = history::table(&self.sql),
+        );
+        let keys: Vec<&str> = done.iter().map(|(key, ..)| *key).collect();
+        let tokens: Vec<String> = done.iter().map(|(_, token, _)| token.to_hex()).collect();
+        let numbers: Vec<i64> = done.iter().map(|(.., a)| i64::from(a.number)).collect();
+        let started: Vec<i64> = done
+            .iter()
+            .map(|(.., a)| history::ms(a.started_at))
+            .collect();
+        let ended: Vec<i64> = done.iter().map(|(.., a)| history::ms(a.ended_at)).collect();
+        let outcomes: Vec<&str> = done.iter().map(|(.., a)| a.outcome.as_str()).collect();
+        let errors: Vec<Option<&str>> = done.iter().map(|(.., a)| a.error.as_deref()).collect();
+        let workers: Vec<&str> = done.iter().map(|(.., a)| a.worker.as_str()).collect();
+        let query = sqlx::query_as::<_, (String, String)>(&statement)
+            .bind(&keys)
+            .bind(&tokens)
+            .bind(&numbers)
+            .bind(&started)
+            .bind(&ended)
+            .bind(&outcomes)
+            .bind(&errors)
+            .bind(&workers)
+            .fetch_all(&self.pool);
+        let applied = within(self.command_timeout, query).await?;
+        Ok(transitions(&keys, &tokens, &applied))
+    }
+
     /// The batch completion: one statement, one commit.
     async fn complete_events(
         &self,
@@ -99,21 +177,7 @@ impl PostgresInbox {
             .bind(&tokens)
             .fetch_all(&self.pool)
             .await?;
-        let applied: HashSet<(&str, &str)> = applied
-            .iter()
-            .map(|(key, token)| (key.as_str(), token.as_str()))
-            .collect();
-        Ok(keys
-            .iter()
-            .zip(&tokens)
-            .map(|(key, token)| {
-                if applied.contains(&(*key, token.as_str())) {
-                    Transition::Applied
-                } else {
-                    Transition::Stale
-                }
-            })
-            .collect())
+        Ok(transitions(&keys, &tokens, &applied))
     }
 
     /// A builder for an inbox on the database at `url`

@@ -152,6 +152,16 @@ macro_rules! sql_inbox {
                     Ok(within(self.command_timeout, self.complete_events(done)).await?)
                 }
 
+                async fn complete_many_recorded(
+                    &self,
+                    done: &[(&str, ClaimToken, $crate::inbox::Attempt)],
+                ) -> Result<Vec<Transition>, InboxError> {
+                    if done.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    self.complete_recorded(done).await
+                }
+
                 async fn retry(
                     &self,
                     key: &str,

@@ -85,8 +85,26 @@ pub(super) async fn flush_loop<T>(
 ) -> WorkerReport {
     let mut report = WorkerReport::default();
     let mut done = Vec::new();
+    let recording = shared.config.history && shared.inbox.keeps_attempts();
     while flushing.recv_many(&mut done, 1024).await > 0 {
-        let transitions = complete_all(&shared, &done, &mut report).await;
+        // The attempts as they are recorded if their completions apply:
+        // with them where the inbox records both in one commit.
+        let ended = std::time::SystemTime::now();
+        let attempts: Vec<Attempt> = done
+            .iter()
+            .filter(|_| recording)
+            .map(|c| {
+                attempt_of(
+                    &shared,
+                    c.tried,
+                    completed_outcome(c.unknown_type),
+                    None,
+                    ended,
+                )
+            })
+            .collect();
+        let completed =
+            complete_all(&shared, &done, recording.then_some(&attempts), &mut report).await;
         let mut history = Vec::new();
         for (i, completion) in done.drain(..).enumerate() {
             completion
@@ -95,13 +113,23 @@ pub(super) async fn flush_loop<T>(
                 .unwrap_or_else(|e| e.into_inner())
                 .retain(|k| *k != completion.key);
             drop(completion.recorded);
-            if let Some(transition) = transitions.as_ref().and_then(|t| t.get(i)) {
-                let outcome = match transition {
-                    Transition::Stale => AttemptOutcome::LeaseLost,
-                    Transition::Applied if completion.unknown_type => AttemptOutcome::UnknownType,
-                    Transition::Applied => AttemptOutcome::Succeeded,
-                };
-                history.push((completion.key, completion.tried, outcome, None));
+            let Some((transitions, recorded)) = &completed else {
+                continue;
+            };
+            match transitions.get(i) {
+                Some(Transition::Stale) => {
+                    history.push((
+                        completion.key,
+                        completion.tried,
+                        AttemptOutcome::LeaseLost,
+                        None,
+                    ));
+                }
+                Some(Transition::Applied) if !recorded => {
+                    let outcome = completed_outcome(completion.unknown_type);
+                    history.push((completion.key, completion.tried, outcome, None));
+                }
+                _ => {}
             }
         }
         record(&shared, history).await;
@@ -411,14 +439,7 @@ async fn record<T>(
     let ended = std::time::SystemTime::now();
     let attempts: Vec<(String, Attempt)> = history
         .into_iter()
-        .map(|(key, tried, outcome, error)| {
-            let mut attempt = Attempt::new(tried.number, tried.started_at, ended, outcome)
-                .with_worker(&*shared.config.name);
-            if let Some(error) = error {
-                attempt = attempt.with_error(error);
-            }
-            (key, attempt)
-        })
+        .map(|(key, tried, outcome, error)| (key, attempt_of(shared, tried, outcome, error, ended)))
         .collect();
     let entries: Vec<(&str, Attempt)> = attempts
         .iter()
@@ -429,20 +450,61 @@ async fn record<T>(
     }
 }
 
+/// The history entry of a finished attempt, ended at `ended`.
+fn attempt_of<T>(
+    shared: &Shared<T>,
+    tried: Tried,
+    outcome: AttemptOutcome,
+    error: Option<String>,
+    ended: std::time::SystemTime,
+) -> Attempt {
+    let attempt = Attempt::new(tried.number, tried.started_at, ended, outcome)
+        .with_worker(&*shared.config.name);
+    match error {
+        Some(error) => attempt.with_error(error),
+        None => attempt,
+    }
+}
+
+/// What the history records of a completion that applied.
+fn completed_outcome(unknown_type: bool) -> AttemptOutcome {
+    if unknown_type {
+        AttemptOutcome::UnknownType
+    } else {
+        AttemptOutcome::Succeeded
+    }
+}
+
 /// Records `completions` with one [`Inbox::complete_many`], retrying store
-/// errors a few times within the lease.
+/// errors a few times within the lease; with `attempts` (one per
+/// completion), the first try is [`Inbox::complete_many_recorded`], which
+/// records those that apply with them. Answers the transitions, and
+/// whether the applied ones' attempts are recorded.
 async fn complete_all<T>(
     shared: &Shared<T>,
     completions: &[Completion],
+    mut attempts: Option<&[Attempt]>,
     report: &mut WorkerReport,
-) -> Option<Vec<Transition>> {
+) -> Option<(Vec<Transition>, bool)> {
     let done: Vec<(&str, ClaimToken)> = completions
         .iter()
         .map(|c| (c.key.as_str(), c.token))
         .collect();
     let mut wait = Duration::from_millis(50);
     for _ in 0..4 {
-        match shared.inbox.complete_many(&done).await {
+        // Recorded on the first try only: a retry completes alone, so that
+        // a store refusing the history cannot hold the completions back.
+        let recorded = attempts.take().map(|attempts| {
+            done.iter()
+                .zip(attempts)
+                .map(|((key, token), attempt)| (*key, *token, attempt.clone()))
+                .collect::<Vec<_>>()
+        });
+        let result = match &recorded {
+            Some(entries) => shared.inbox.complete_many_recorded(entries).await,
+            None => shared.inbox.complete_many(&done).await,
+        };
+        match result {
             Ok(transitions) => {
                 for (completion, transition) in completions.iter().zip(transitions.iter().copied())
                 {
@@ -463,7 +525,7 @@ async fn complete_all<T>(
                         }
                     }
                 }
-                return Some(transitions);
+                return Some((transitions, recorded.is_some()));
             }
             Err(error) => {
                 tracing::warn!(events = done.len(), error = %error, "recording inbox completions failed; retrying");
