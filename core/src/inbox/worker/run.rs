@@ -1,8 +1,9 @@
 //! A worker's loops: leasing batches, running the handler on each event,
 //! and settling each (completions recorded several at a time by the flusher).
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,12 +39,21 @@ pub(super) async fn run_loop<T: JobEvent>(
     let config = &shared.config;
     let mut report = WorkerReport::default();
     let mut failures = 0u32;
+    // The previous batch's completions on their way to the store: the next
+    // lease is asked for meanwhile (one round trip and commit off each
+    // batch's path), and the batch after it starts once they are recorded.
+    let mut recording: Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = None;
     while !signal.is_triggered() {
         let token = ClaimToken::random();
-        let leased = shared
+        let lease = shared
             .inbox
-            .lease(token, config.batch, config.lease, config.max_attempts)
-            .await;
+            .lease(token, config.batch, config.lease, config.max_attempts);
+        let previous = async {
+            if let Some(recorded) = recording.take() {
+                recorded.await;
+            }
+        };
+        let (leased, ()) = futures_util::future::join(lease, previous).await;
         let events = match leased {
             Ok(events) => {
                 failures = 0;
@@ -62,14 +72,40 @@ pub(super) async fn run_loop<T: JobEvent>(
             continue;
         }
         let leased = events.len() as u64;
-        let ran = run_batch(&shared, &signal, token, events, &completions).await;
+        let (ran, unrecorded) = run_batch(&shared, &signal, token, events, &completions).await;
         report.add(ran);
+        if let Some((held, flushing)) = unrecorded {
+            recording = Some(Box::pin(await_recorded(&shared, token, held, flushing)));
+        }
         if ran.deferred == leased {
             // Every event waits for a permit: no hurry to lease them again.
             idle(&mut signal, config.poll_interval).await;
         }
     }
+    if let Some(recorded) = recording.take() {
+        recorded.await;
+    }
     report
+}
+
+/// Waits until the flusher has recorded (or given up on) a batch's
+/// completions, renewing their leases meanwhile: an event is never left
+/// unrenewed before its completion is recorded.
+async fn await_recorded<T>(
+    shared: &Shared<T>,
+    token: ClaimToken,
+    held: Arc<Mutex<Vec<String>>>,
+    flushing: Vec<oneshot::Receiver<()>>,
+) {
+    let recorded = pin!(async {
+        for done in flushing {
+            // `Err`: the flusher is gone; the lease will expire.
+            let _ = done.await;
+        }
+    });
+    let none = Mutex::new(None);
+    let renew = pin!(renew_leases(shared, token, &held, &none));
+    futures_util::future::select(recorded, renew).await;
 }
 
 /// Records the completions the loops send, several at a time: while one
@@ -77,8 +113,9 @@ pub(super) async fn run_loop<T: JobEvent>(
 /// fast handlers share a round trip and a commit (across the worker's
 /// loops), and a slow handler's completion is recorded as soon as it
 /// finishes. Ends once every loop has ended and everything sent is recorded.
-/// A batch waits for its completions before its loop leases again, and
-/// renews their leases meanwhile.
+/// A batch's completions are recorded before its loop runs the next batch
+/// (whose lease is asked for meanwhile), and their leases renewed until
+/// then.
 pub(super) async fn flush_loop<T>(
     shared: Arc<Shared<T>>,
     mut flushing: mpsc::UnboundedReceiver<Completion>,
@@ -156,7 +193,7 @@ async fn run_batch<T: JobEvent>(
     token: ClaimToken,
     events: Vec<LeasedEvent>,
     completions: &mpsc::UnboundedSender<Completion>,
-) -> WorkerReport {
+) -> (WorkerReport, Option<Unrecorded>) {
     let held: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(
         events.iter().map(|e| e.meta.key.clone()).collect(),
     ));
@@ -231,44 +268,55 @@ async fn run_batch<T: JobEvent>(
                 record(shared, vec![(key, tried, outcome, error)]).await;
             }
         }
-        for done in flushing {
-            // `Err`: the flusher is gone; the lease will expire.
-            let _ = done.await;
-        }
-        report
+        (report, flushing)
     });
-    let renew = pin!(async {
-        let every = shared.config.lease / 3;
-        loop {
-            tokio::time::sleep(every).await;
-            let keys = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let running = permit.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            if let Some((selector, limit, holder)) = running {
-                // A renewal by the holder: granted while the permit is held.
-                let renewed = shared
-                    .inbox
-                    .acquire_permit(&selector, limit, &holder, shared.config.lease)
-                    .await;
-                if let Err(error) = renewed {
-                    tracing::warn!(key = %holder, error = %error, "renewing an inbox permit failed");
-                }
-            }
-            for key in keys {
-                match shared.inbox.extend(&key, token, shared.config.lease).await {
-                    Ok(Transition::Applied) => {}
-                    Ok(Transition::Stale) => {
-                        tracing::warn!(key = %key, "inbox lease lost (expired and taken over); this attempt's outcome will be refused");
-                    }
-                    Err(error) => {
-                        tracing::warn!(key = %key, error = %error, "renewing an inbox lease failed");
-                    }
-                }
-            }
-        }
-    });
-    match futures_util::future::select(work, renew).await {
-        Either::Left((report, _)) => report,
+    let renew = pin!(renew_leases(shared, token, &held, &permit));
+    let (report, flushing) = match futures_util::future::select(work, renew).await {
+        Either::Left((ran, _)) => ran,
         Either::Right(((), _)) => unreachable!("the renewal loop never ends"),
+    };
+    let unrecorded = (!flushing.is_empty()).then(|| (Arc::clone(&held), flushing));
+    (report, unrecorded)
+}
+
+/// A batch's completions sent to the flusher and not yet recorded: the
+/// keys still held (renewed until then), and one receiver per completion.
+type Unrecorded = (Arc<Mutex<Vec<String>>>, Vec<oneshot::Receiver<()>>);
+
+/// Renews, every third of the lease, the leases of the `held` keys and the
+/// permit the running event holds, if any. Never ends.
+async fn renew_leases<T>(
+    shared: &Shared<T>,
+    token: ClaimToken,
+    held: &Mutex<Vec<String>>,
+    permit: &Mutex<Option<(Selector, Limit, String)>>,
+) {
+    let every = shared.config.lease / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        let keys = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let running = permit.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some((selector, limit, holder)) = running {
+            // A renewal by the holder: granted while the permit is held.
+            let renewed = shared
+                .inbox
+                .acquire_permit(&selector, limit, &holder, shared.config.lease)
+                .await;
+            if let Err(error) = renewed {
+                tracing::warn!(key = %holder, error = %error, "renewing an inbox permit failed");
+            }
+        }
+        for key in keys {
+            match shared.inbox.extend(&key, token, shared.config.lease).await {
+                Ok(Transition::Applied) => {}
+                Ok(Transition::Stale) => {
+                    tracing::warn!(key = %key, "inbox lease lost (expired and taken over); this attempt's outcome will be refused");
+                }
+                Err(error) => {
+                    tracing::warn!(key = %key, error = %error, "renewing an inbox lease failed");
+                }
+            }
+        }
     }
 }
 
