@@ -71,17 +71,25 @@ fn pg_param(n: usize) -> String {
 /// ```sql
 /// WITH reaped AS (UPDATE t SET state = 3, … WHERE event_key IN
 ///                   (SELECT event_key FROM t WHERE <expired on the last attempt>
-///                    FOR UPDATE SKIP LOCKED))
-/// UPDATE t SET state = 1, token = $1, lease_until = now + $2, attempts = attempts + 1
-/// WHERE event_key IN (SELECT event_key FROM t WHERE <due> ORDER BY due_at LIMIT $4
-///                     FOR UPDATE SKIP LOCKED)
-/// RETURNING …
+///                    FOR UPDATE SKIP LOCKED)),
+///   taken AS (SELECT … WHERE state = 1 AND lease_until <= now AND attempts < $3
+///             ORDER BY lease_until LIMIT $4 FOR UPDATE SKIP LOCKED),
+///   fresh AS (SELECT … WHERE state = 0 AND due_at <= now
+///             ORDER BY due_at LIMIT $4 FOR UPDATE SKIP LOCKED),
+///   picked AS (<taken, then fresh> LIMIT $4),
+///   leased AS (UPDATE t SET state = 1, token = $1, lease_until = now + $2,
+///              attempts = attempts + 1 FROM picked … RETURNING …)
+/// SELECT … FROM leased ORDER BY <takeovers first, each part in its order>
 /// ```
 ///
+/// Each part reads one index range in its order (`(state, lease_until)`,
+/// `(state, due_at)`), so a lease costs the same whatever the backlog.
 /// Concurrent workers skip each other's locked rows instead of waiting, so
 /// each leases a disjoint batch. A batch of completions is one statement
 /// too: `UPDATE t … FROM unnest($1::text[], $2::text[]) AS d(k, tok) WHERE
-/// event_key = d.k AND token = d.tok AND state = 1 RETURNING d.k, d.tok`. Accept is `INSERT … ON CONFLICT (event_key)
+/// event_key = d.k AND token = d.tok AND state = 1 RETURNING d.k, d.tok`,
+/// with the attempts of those that applied inserted by the same statement
+/// when the worker records its history. Accept is `INSERT … ON CONFLICT (event_key)
 /// DO NOTHING`; it returns after the commit (with `synchronous_commit` on, the
 /// server's default, the row is on disk). `command_timeout` is also the
 /// session's `statement_timeout`.

@@ -50,9 +50,11 @@ fn sqlite_param(n: usize) -> String {
 ///
 /// The file is opened in WAL mode with `synchronous = FULL`: an accepted
 /// event is on disk when [`accept`](super::Inbox::accept) returns. A lease is
-/// one `UPDATE … WHERE event_key IN (SELECT … due … LIMIT n) RETURNING …`,
-/// which SQLite runs under its database write lock: two workers never lease
-/// the same event. `sqlite::memory:` works with a single connection, for tests.
+/// one `UPDATE … WHERE event_key IN (<expired leases by (state, lease_until),
+/// then due pending rows by (state, due_at), up to n>) RETURNING …` (each
+/// part one index range in its order: a lease costs the same whatever the
+/// backlog), which SQLite runs under its database write lock: two workers
+/// never lease the same event. `sqlite::memory:` works with a single connection, for tests.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
