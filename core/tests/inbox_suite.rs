@@ -848,8 +848,9 @@ async fn lease_expiry_takeover(target: Target) {
 
 /// A batch of completions is token-checked pair by pair, answered in order,
 /// a key listed twice with different tokens applied once.
-async fn complete_many_is_token_checked(target: Target) {
-    let inbox = target.open().await;
+/// Three events accepted, then leased as two batches: two to token `a`,
+/// one to token `b`. Answers `(a, b, [a's keys…, b's key])`.
+async fn three_in_two_leases(inbox: &Arc<dyn Inbox>) -> (ClaimToken, ClaimToken, [String; 3]) {
     for n in 0..3 {
         inbox
             .accept(&NewEvent::new(key(n), "test", body(n, false)))
@@ -860,11 +861,14 @@ async fn complete_many_is_token_checked(target: Target) {
     let first = inbox.lease(a, 2, Duration::from_secs(30), 5).await.unwrap();
     let second = inbox.lease(b, 2, Duration::from_secs(30), 5).await.unwrap();
     assert_eq!((first.len(), second.len()), (2, 1));
-    let (a0, a1, b0) = (
-        first[0].meta.key.as_str(),
-        first[1].meta.key.as_str(),
-        second[0].meta.key.as_str(),
-    );
+    let keys = [&first[0], &first[1], &second[0]].map(|e| e.meta.key.clone());
+    (a, b, keys)
+}
+
+async fn complete_many_is_token_checked(target: Target) {
+    let inbox = target.open().await;
+    let (a, b, [a0, a1, b0]) = three_in_two_leases(&inbox).await;
+    let (a0, a1, b0) = (a0.as_str(), a1.as_str(), b0.as_str());
     assert_eq!(inbox.complete_many(&[]).await.unwrap(), vec![]);
     assert_eq!(
         inbox
@@ -893,21 +897,7 @@ async fn complete_many_is_token_checked(target: Target) {
 /// an attempt past its first takes the two steps.
 async fn complete_many_recorded_records_the_applied(target: Target) {
     let inbox = target.open().await;
-    for n in 0..3 {
-        inbox
-            .accept(&NewEvent::new(key(n), "test", body(n, false)))
-            .await
-            .unwrap();
-    }
-    let (a, b) = (ClaimToken::random(), ClaimToken::random());
-    let first = inbox.lease(a, 2, Duration::from_secs(30), 5).await.unwrap();
-    let second = inbox.lease(b, 1, Duration::from_secs(30), 5).await.unwrap();
-    assert_eq!((first.len(), second.len()), (2, 1));
-    let (a0, a1, b0) = (
-        first[0].meta.key.clone(),
-        first[1].meta.key.clone(),
-        second[0].meta.key.clone(),
-    );
+    let (a, b, [a0, a1, b0]) = three_in_two_leases(&inbox).await;
     let started = SystemTime::now() - Duration::from_millis(5);
     let ended = SystemTime::now();
     let attempt = |number: u32, outcome: AttemptOutcome| {

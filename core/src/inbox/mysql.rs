@@ -544,15 +544,7 @@ mod tests {
                 (text("table"), text("key"), text("Extra"))
             })
             .collect();
-        for name in [
-            table.clone(),
-            format!("{table}_control"),
-            format!("{table}_activity"),
-            format!("{table}_gates"),
-            format!("{table}_permits"),
-            format!("{table}_attempts"),
-            format!("{table}_actions"),
-        ] {
+        for name in crate::inbox::sql::tables_of(&table) {
             sqlx::query(&format!("DROP TABLE IF EXISTS `{name}`"))
                 .execute(pool)
                 .await

@@ -446,16 +446,8 @@ mod tests {
             .await
             .unwrap();
         let plan: Vec<&str> = plan.iter().map(|(line,)| line.as_str()).collect();
-        for table_name in [
-            table.clone(),
-            format!("{table}_control"),
-            format!("{table}_activity"),
-            format!("{table}_gates"),
-            format!("{table}_permits"),
-            format!("{table}_attempts"),
-            format!("{table}_actions"),
-        ] {
-            let drop = format!("DROP TABLE IF EXISTS \"{table_name}\"");
+        for name in crate::inbox::sql::tables_of(&table) {
+            let drop = format!("DROP TABLE IF EXISTS \"{name}\"");
             sqlx::query(&drop).execute(pool).await.unwrap();
         }
         let function = format!("DROP FUNCTION IF EXISTS \"{table}_act_fn\"");

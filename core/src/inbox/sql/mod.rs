@@ -38,6 +38,19 @@ mod macros;
 mod rows;
 mod statements;
 
+/// The tables `migrate()` creates for an inbox in `table`, to drop after a
+/// test.
+#[cfg(all(test, any(feature = "postgres", feature = "mysql")))]
+pub(crate) fn tables_of(table: &str) -> Vec<String> {
+    let mut tables = vec![table.to_owned()];
+    for side in [
+        "control", "activity", "gates", "permits", "attempts", "actions",
+    ] {
+        tables.push(format!("{table}_{side}"));
+    }
+    tables
+}
+
 use std::marker::PhantomData;
 use std::time::Duration;
 
