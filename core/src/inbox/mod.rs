@@ -945,10 +945,10 @@ pub(crate) async fn complete_then_record<I: Inbox + ?Sized>(
         .filter(|(_, t)| **t == Transition::Applied)
         .map(|((key, _, attempt), _)| (*key, attempt.clone()))
         .collect();
-    if !applied.is_empty() {
-        if let Err(error) = inbox.record_attempts(&applied).await {
-            tracing::warn!(events = applied.len(), error = %error, "recording inbox attempts failed; their history misses them");
-        }
+    if !applied.is_empty()
+        && let Err(error) = inbox.record_attempts(&applied).await
+    {
+        tracing::warn!(events = applied.len(), error = %error, "recording inbox attempts failed; their history misses them");
     }
     Ok(transitions)
 }
