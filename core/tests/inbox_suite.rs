@@ -2066,10 +2066,14 @@ async fn timeouts_panics_and_bad_json(target: Target) {
     target.cleanup().await;
 }
 
-/// Delegates to an inbox, but fails every completion while `failing` is set.
+/// Delegates to an inbox, but fails every completion while `failing` is
+/// set, and holds the next batch completion back for `stall_once` (once).
 struct FailingCompletions {
     inner: Arc<dyn Inbox>,
     failing: AtomicBool,
+    stall_once: Mutex<Option<Duration>>,
+    /// Events leased through it.
+    leased: AtomicU32,
 }
 
 #[async_trait::async_trait]
@@ -2084,7 +2088,9 @@ impl Inbox for FailingCompletions {
         lease: Duration,
         max_attempts: u32,
     ) -> Result<Vec<webhooks_core::inbox::LeasedEvent>, InboxError> {
-        self.inner.lease(token, batch, lease, max_attempts).await
+        let leased = self.inner.lease(token, batch, lease, max_attempts).await?;
+        self.leased.fetch_add(leased.len() as u32, Ordering::SeqCst);
+        Ok(leased)
     }
     async fn extend(
         &self,
@@ -2106,6 +2112,10 @@ impl Inbox for FailingCompletions {
     ) -> Result<Vec<Transition>, InboxError> {
         if self.failing.load(Ordering::SeqCst) {
             return Err(InboxError::Timeout);
+        }
+        let stall = self.stall_once.lock().unwrap().take();
+        if let Some(stall) = stall {
+            tokio::time::sleep(stall).await;
         }
         self.inner.complete_many(done).await
     }
@@ -2188,6 +2198,8 @@ async fn completion_failure_leaves_events_leased(target: Target) {
     let failing = Arc::new(FailingCompletions {
         inner: Arc::clone(&direct),
         failing: AtomicBool::new(true),
+        stall_once: Mutex::new(None),
+        leased: AtomicU32::new(0),
     });
     let starts = Arc::new(AtomicU32::new(0));
     let worker = {
@@ -2229,6 +2241,64 @@ async fn completion_failure_leaves_events_leased(target: Target) {
     assert_eq!(
         (stats.completed, stats.in_flight, stats.pending),
         (count, 0, 0)
+    );
+    target.cleanup().await;
+}
+
+/// A loop asks for its next lease while its previous batch's completions
+/// are recorded; the events it leased meanwhile wait for that, renewed.
+/// Here the first flush stalls for longer than three leases while a second
+/// worker polls: neither batch's events are taken over, each runs once.
+async fn stalled_flush_keeps_both_batches_leased(target: Target) {
+    let direct = target.open().await;
+    for n in 0..4 {
+        direct
+            .accept(&NewEvent::new(key(n), "test", body(n, false)))
+            .await
+            .unwrap();
+    }
+    let stalling = Arc::new(FailingCompletions {
+        inner: Arc::clone(&direct),
+        failing: AtomicBool::new(false),
+        stall_once: Mutex::new(Some(Duration::from_millis(2500))),
+        leased: AtomicU32::new(0),
+    });
+    let starts: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let worker = |inbox: Arc<dyn Inbox>, name: &str| {
+        let starts = Arc::clone(&starts);
+        Worker::builder(inbox)
+            .name(name)
+            .batch(2)
+            .concurrency(1)
+            .lease(Duration::from_millis(600))
+            .poll_interval(Duration::from_millis(10))
+            .handler(move |job: Job<Event>| {
+                let starts = Arc::clone(&starts);
+                async move {
+                    *starts.lock().unwrap().entry(job.meta.key).or_default() += 1;
+                    Ok::<(), String>(())
+                }
+            })
+    };
+    let shutdown = Shutdown::new();
+    let started = Instant::now();
+    let first = tokio::spawn(
+        worker(Arc::clone(&stalling) as Arc<dyn Inbox>, "stalling").run(shutdown.signal()),
+    );
+    // Its first batch ran and its flush stalls; the second batch is leased.
+    wait_for(|| async { stalling.leased.load(Ordering::SeqCst) == 4 }).await;
+    let second = tokio::spawn(worker(Arc::clone(&direct), "polling").run(shutdown.signal()));
+    wait_for(|| async { starts.lock().unwrap().len() == 4 }).await;
+    // Past the stall, and the second batch's run after it.
+    tokio::time::sleep(Duration::from_secs(4).saturating_sub(started.elapsed())).await;
+    shutdown.trigger();
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    assert_eq!((first.completed, second.completed), (4, 0));
+    let starts = starts.lock().unwrap().clone();
+    assert_eq!(starts.len(), 4, "{starts:?}");
+    assert!(
+        starts.values().all(|n| *n == 1),
+        "each ran once: {starts:?}"
     );
     target.cleanup().await;
 }
@@ -3378,6 +3448,7 @@ macro_rules! suite {
                 graceful_stop_mid_batch,
                 timeouts_panics_and_bad_json,
                 completion_failure_leaves_events_leased,
+                stalled_flush_keeps_both_batches_leased,
                 complete_many_is_token_checked,
                 complete_many_recorded_records_the_applied,
                 activity_counts_each_transition_once,
@@ -3429,6 +3500,7 @@ backend_tests!(nats, "nats":
     store_down_at_accept,
     timeouts_panics_and_bad_json,
     completion_failure_leaves_events_leased,
+    stalled_flush_keeps_both_batches_leased,
     complete_many_is_token_checked,
     complete_many_recorded_records_the_applied,
     event_type_from_the_body,
@@ -3464,6 +3536,7 @@ backend_tests!(rabbitmq, "rabbitmq":
     graceful_stop_mid_batch,
     timeouts_panics_and_bad_json,
     completion_failure_leaves_events_leased,
+    stalled_flush_keeps_both_batches_leased,
     complete_many_is_token_checked,
     complete_many_recorded_records_the_applied,
     event_type_from_the_body,

@@ -48,12 +48,10 @@ pub(super) async fn run_loop<T: JobEvent>(
         let lease = shared
             .inbox
             .lease(token, config.batch, config.lease, config.max_attempts);
-        let previous = async {
-            if let Some(recorded) = recording.take() {
-                recorded.await;
-            }
+        let leased = match recording.take() {
+            Some(previous) => lease_beside(&shared, token, lease, previous).await,
+            None => lease.await,
         };
-        let (leased, ()) = futures_util::future::join(lease, previous).await;
         let events = match leased {
             Ok(events) => {
                 failures = 0;
@@ -86,6 +84,35 @@ pub(super) async fn run_loop<T: JobEvent>(
         recorded.await;
     }
     report
+}
+
+/// The next lease, asked for while the previous batch's completions are
+/// recorded (`previous`); answers once both are done. Events leased before
+/// then are renewed while they wait: another worker must not take them
+/// over before this loop runs them.
+async fn lease_beside<T>(
+    shared: &Shared<T>,
+    token: ClaimToken,
+    lease: impl Future<Output = Result<Vec<LeasedEvent>, InboxError>>,
+    mut previous: Pin<Box<dyn Future<Output = ()> + Send + '_>>,
+) -> Result<Vec<LeasedEvent>, InboxError> {
+    let lease = pin!(lease);
+    let leased = match futures_util::future::select(lease, previous.as_mut()).await {
+        Either::Left((leased, _)) => leased,
+        Either::Right(((), lease)) => return lease.await,
+    };
+    let waiting: Vec<String> = leased
+        .as_ref()
+        .map(|events| events.iter().map(|e| e.meta.key.clone()).collect())
+        .unwrap_or_default();
+    if waiting.is_empty() {
+        previous.await;
+    } else {
+        let (held, none) = (Mutex::new(waiting), Mutex::new(None));
+        let renew = pin!(renew_leases(shared, token, &held, &none));
+        futures_util::future::select(previous, renew).await;
+    }
+    leased
 }
 
 /// Waits until the flusher has recorded (or given up on) a batch's
