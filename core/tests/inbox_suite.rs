@@ -851,12 +851,7 @@ async fn lease_expiry_takeover(target: Target) {
 /// Three events accepted, then leased as two batches: two to token `a`,
 /// one to token `b`. Answers `(a, b, [a's keys…, b's key])`.
 async fn three_in_two_leases(inbox: &Arc<dyn Inbox>) -> (ClaimToken, ClaimToken, [String; 3]) {
-    for n in 0..3 {
-        inbox
-            .accept(&NewEvent::new(key(n), "test", body(n, false)))
-            .await
-            .unwrap();
-    }
+    accept_many(inbox, 3, 0).await;
     let (a, b) = (ClaimToken::random(), ClaimToken::random());
     let first = inbox.lease(a, 2, Duration::from_secs(30), 5).await.unwrap();
     let second = inbox.lease(b, 2, Duration::from_secs(30), 5).await.unwrap();
@@ -2076,6 +2071,17 @@ struct FailingCompletions {
     leased: AtomicU32,
 }
 
+impl FailingCompletions {
+    fn new(inner: &Arc<dyn Inbox>, failing: bool, stall_once: Option<Duration>) -> Arc<Self> {
+        Arc::new(Self {
+            inner: Arc::clone(inner),
+            failing: AtomicBool::new(failing),
+            stall_once: Mutex::new(stall_once),
+            leased: AtomicU32::new(0),
+        })
+    }
+}
+
 #[async_trait::async_trait]
 impl Inbox for FailingCompletions {
     async fn accept(&self, event: &NewEvent) -> Result<Accepted, InboxError> {
@@ -2195,12 +2201,7 @@ async fn completion_failure_leaves_events_leased(target: Target) {
             .await
             .unwrap();
     }
-    let failing = Arc::new(FailingCompletions {
-        inner: Arc::clone(&direct),
-        failing: AtomicBool::new(true),
-        stall_once: Mutex::new(None),
-        leased: AtomicU32::new(0),
-    });
+    let failing = FailingCompletions::new(&direct, true, None);
     let starts = Arc::new(AtomicU32::new(0));
     let worker = {
         let starts = Arc::clone(&starts);
@@ -2251,18 +2252,8 @@ async fn completion_failure_leaves_events_leased(target: Target) {
 /// worker polls: neither batch's events are taken over, each runs once.
 async fn stalled_flush_keeps_both_batches_leased(target: Target) {
     let direct = target.open().await;
-    for n in 0..4 {
-        direct
-            .accept(&NewEvent::new(key(n), "test", body(n, false)))
-            .await
-            .unwrap();
-    }
-    let stalling = Arc::new(FailingCompletions {
-        inner: Arc::clone(&direct),
-        failing: AtomicBool::new(false),
-        stall_once: Mutex::new(Some(Duration::from_millis(2500))),
-        leased: AtomicU32::new(0),
-    });
+    accept_many(&direct, 4, 0).await;
+    let stalling = FailingCompletions::new(&direct, false, Some(Duration::from_millis(2500)));
     let starts: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let worker = |inbox: Arc<dyn Inbox>, name: &str| {
         let starts = Arc::clone(&starts);

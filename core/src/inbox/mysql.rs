@@ -219,15 +219,6 @@ impl MySqlInbox {
         }
     }
 
-    /// [`Inbox::complete_many_recorded`](super::Inbox::complete_many_recorded):
-    /// the completions, then the attempts of those that applied.
-    async fn complete_recorded(
-        &self,
-        done: &[(&str, ClaimToken, super::Attempt)],
-    ) -> Result<Vec<Transition>, InboxError> {
-        super::complete_then_record(self, done).await
-    }
-
     /// The batch completion: one statement per [`COMPLETE_CHUNK`] pairs, and
     /// a read of the completed pairs only when some did not apply.
     async fn complete_events(

@@ -110,7 +110,14 @@ pub struct PostgresInbox {
 }
 
 schema_check!(PostgresInbox);
-sql_inbox!(PostgresInbox, PgPool, sqlx::Postgres);
+sql_inbox!(PostgresInbox, PgPool, sqlx::Postgres;
+    async fn complete_many_recorded(
+        &self,
+        done: &[(&str, ClaimToken, super::Attempt)],
+    ) -> Result<Vec<Transition>, InboxError> {
+        self.complete_recorded(done).await
+    }
+);
 returning_ops!(PostgresInbox);
 
 impl PostgresInbox {
@@ -124,6 +131,9 @@ impl PostgresInbox {
         done: &[(&str, ClaimToken, super::Attempt)],
     ) -> Result<Vec<Transition>, InboxError> {
         use super::sql::attempts as history;
+        if done.is_empty() {
+            return Ok(Vec::new());
+        }
         if done
             .iter()
             .any(|(_, _, attempt)| history::needs_trim(attempt))

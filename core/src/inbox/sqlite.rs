@@ -77,15 +77,6 @@ sql_inbox!(SqliteInbox, SqlitePool, sqlx::Sqlite);
 returning_ops!(SqliteInbox);
 
 impl SqliteInbox {
-    /// [`Inbox::complete_many_recorded`](super::Inbox::complete_many_recorded):
-    /// the completions, then the attempts of those that applied.
-    async fn complete_recorded(
-        &self,
-        done: &[(&str, ClaimToken, super::Attempt)],
-    ) -> Result<Vec<Transition>, InboxError> {
-        super::complete_then_record(self, done).await
-    }
-
     /// The batch completion: one statement per [`COMPLETE_CHUNK`] pairs.
     async fn complete_events(
         &self,

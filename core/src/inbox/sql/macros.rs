@@ -5,9 +5,11 @@
 /// Implements for `$inbox` (fields `pool`, `sql: Arc<InboxStatements>`,
 /// `command_timeout`) the [`Inbox`](crate::inbox::Inbox) methods that are
 /// the same in every dialect; the backend supplies `accept_event`,
-/// `lease_events` and `complete_events` (without the timeout).
+/// `lease_events` and `complete_events` (without the timeout). Methods of
+/// one dialect's own follow a `;` (they go in the same `impl Inbox`); the
+/// others keep the trait's defaults.
 macro_rules! sql_inbox {
-    ($inbox:ident, $pool:ty, $db:ty) => {
+    ($inbox:ident, $pool:ty, $db:ty $(; $($own:tt)*)?) => {
         const _: () = {
             use std::time::Duration;
 
@@ -150,16 +152,6 @@ macro_rules! sql_inbox {
                         return Ok(Vec::new());
                     }
                     Ok(within(self.command_timeout, self.complete_events(done)).await?)
-                }
-
-                async fn complete_many_recorded(
-                    &self,
-                    done: &[(&str, ClaimToken, $crate::inbox::Attempt)],
-                ) -> Result<Vec<Transition>, InboxError> {
-                    if done.is_empty() {
-                        return Ok(Vec::new());
-                    }
-                    self.complete_recorded(done).await
                 }
 
                 async fn retry(
@@ -613,6 +605,7 @@ macro_rules! sql_inbox {
                         })?;
                     Ok($crate::inbox::Activity::from_rows(now, minutes, rows))
                 }
+                $($($own)*)?
             }
         };
     };

@@ -38,6 +38,17 @@ mod macros;
 mod rows;
 mod statements;
 
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::dedup::sql::{DEFAULT_COMMAND_TIMEOUT, SqlSettings, validate_table};
+
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use macros::returning_ops;
+pub(crate) use macros::sql_inbox;
+pub(crate) use rows::{DeadRow, DeliveryRow, LeaseRow, dead, delivery, leased};
+pub(crate) use statements::{Dialect, InboxStatements, ListParam};
+
 /// The tables `migrate()` creates for an inbox in `table`, to drop after a
 /// test.
 #[cfg(all(test, any(feature = "postgres", feature = "mysql")))]
@@ -50,17 +61,6 @@ pub(crate) fn tables_of(table: &str) -> Vec<String> {
     }
     tables
 }
-
-use std::marker::PhantomData;
-use std::time::Duration;
-
-use crate::dedup::sql::{DEFAULT_COMMAND_TIMEOUT, SqlSettings, validate_table};
-
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
-pub(crate) use macros::returning_ops;
-pub(crate) use macros::sql_inbox;
-pub(crate) use rows::{DeadRow, DeliveryRow, LeaseRow, dead, delivery, leased};
-pub(crate) use statements::{Dialect, InboxStatements, ListParam};
 
 /// The default table of the SQL inboxes.
 pub const DEFAULT_INBOX_TABLE: &str = "webhooks_inbox";

@@ -108,9 +108,7 @@ async fn lease_beside<T>(
     if waiting.is_empty() {
         previous.await;
     } else {
-        let (held, none) = (Mutex::new(waiting), Mutex::new(None));
-        let renew = pin!(renew_leases(shared, token, &held, &none));
-        futures_util::future::select(previous, renew).await;
+        while_renewing(shared, token, &Mutex::new(waiting), None, previous).await;
     }
     leased
 }
@@ -124,15 +122,13 @@ async fn await_recorded<T>(
     held: Arc<Mutex<Vec<String>>>,
     flushing: Vec<oneshot::Receiver<()>>,
 ) {
-    let recorded = pin!(async {
+    let recorded = async {
         for done in flushing {
             // `Err`: the flusher is gone; the lease will expire.
             let _ = done.await;
         }
-    });
-    let none = Mutex::new(None);
-    let renew = pin!(renew_leases(shared, token, &held, &none));
-    futures_util::future::select(recorded, renew).await;
+    };
+    while_renewing(shared, token, &held, None, recorded).await;
 }
 
 /// Records the completions the loops send, several at a time: while one
@@ -154,21 +150,16 @@ pub(super) async fn flush_loop<T>(
         // The attempts as they are recorded if their completions apply:
         // with them where the inbox records both in one commit.
         let ended = std::time::SystemTime::now();
-        let attempts: Vec<Attempt> = done
-            .iter()
-            .filter(|_| recording)
-            .map(|c| {
-                attempt_of(
-                    &shared,
-                    c.tried,
-                    completed_outcome(c.unknown_type),
-                    None,
-                    ended,
-                )
-            })
-            .collect();
-        let completed =
-            complete_all(&shared, &done, recording.then_some(&attempts), &mut report).await;
+        let entries = recording.then(|| {
+            done.iter()
+                .map(|c| {
+                    let outcome = completed_outcome(c.unknown_type);
+                    let attempt = attempt_of(&shared, c.tried, outcome, None, ended);
+                    (c.key.as_str(), c.token, attempt)
+                })
+                .collect()
+        });
+        let completed = complete_all(&shared, &done, entries, &mut report).await;
         let mut history = Vec::new();
         for (i, completion) in done.drain(..).enumerate() {
             completion
@@ -230,8 +221,8 @@ async fn run_batch<T: JobEvent>(
             .retain(|k| k != key);
     };
     // The permit the running event holds, renewed with the leases.
-    let permit: Mutex<Option<(Selector, Limit, String)>> = Mutex::new(None);
-    let work = pin!(async {
+    let permit: HeldPermit = Mutex::new(None);
+    let work = async {
         let mut report = WorkerReport::default();
         let mut flushing = Vec::new();
         // Selectors refused a permit in this batch, and for how long.
@@ -296,12 +287,8 @@ async fn run_batch<T: JobEvent>(
             }
         }
         (report, flushing)
-    });
-    let renew = pin!(renew_leases(shared, token, &held, &permit));
-    let (report, flushing) = match futures_util::future::select(work, renew).await {
-        Either::Left((ran, _)) => ran,
-        Either::Right(((), _)) => unreachable!("the renewal loop never ends"),
     };
+    let (report, flushing) = while_renewing(shared, token, &held, Some(&permit), work).await;
     let unrecorded = (!flushing.is_empty()).then(|| (Arc::clone(&held), flushing));
     (report, unrecorded)
 }
@@ -310,19 +297,41 @@ async fn run_batch<T: JobEvent>(
 /// keys still held (renewed until then), and one receiver per completion.
 type Unrecorded = (Arc<Mutex<Vec<String>>>, Vec<oneshot::Receiver<()>>);
 
+/// The permit the running event of a batch holds: its selector, limit and
+/// holder.
+type HeldPermit = Mutex<Option<(Selector, Limit, String)>>;
+
+/// Runs `work` while renewing, every third of the lease, the leases of the
+/// `held` keys (as they are at each renewal) and the `permit`, if any;
+/// answers `work`'s output.
+async fn while_renewing<T, F: Future>(
+    shared: &Shared<T>,
+    token: ClaimToken,
+    held: &Mutex<Vec<String>>,
+    permit: Option<&HeldPermit>,
+    work: F,
+) -> F::Output {
+    let work = pin!(work);
+    let renew = pin!(renew_leases(shared, token, held, permit));
+    match futures_util::future::select(work, renew).await {
+        Either::Left((output, _)) => output,
+        Either::Right((never, _)) => match never {},
+    }
+}
+
 /// Renews, every third of the lease, the leases of the `held` keys and the
-/// permit the running event holds, if any. Never ends.
+/// permit, if any. Never ends.
 async fn renew_leases<T>(
     shared: &Shared<T>,
     token: ClaimToken,
     held: &Mutex<Vec<String>>,
-    permit: &Mutex<Option<(Selector, Limit, String)>>,
-) {
+    permit: Option<&HeldPermit>,
+) -> std::convert::Infallible {
     let every = shared.config.lease / 3;
     loop {
         tokio::time::sleep(every).await;
         let keys = held.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let running = permit.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let running = permit.and_then(|p| p.lock().unwrap_or_else(|e| e.into_inner()).clone());
         if let Some((selector, limit, holder)) = running {
             // A renewal by the holder: granted while the permit is held.
             let renewed = shared
@@ -551,14 +560,14 @@ fn completed_outcome(unknown_type: bool) -> AttemptOutcome {
 }
 
 /// Records `completions` with one [`Inbox::complete_many`], retrying store
-/// errors a few times within the lease; with `attempts` (one per
-/// completion), the first try is [`Inbox::complete_many_recorded`], which
-/// records those that apply with them. Answers the transitions, and
-/// whether the applied ones' attempts are recorded.
+/// errors a few times within the lease; with `recorded` (the completions
+/// with their attempts), the first try is [`Inbox::complete_many_recorded`],
+/// which records the attempts of those that apply with them. Answers the
+/// transitions, and whether the applied ones' attempts are recorded.
 async fn complete_all<T>(
     shared: &Shared<T>,
     completions: &[Completion],
-    mut attempts: Option<&[Attempt]>,
+    mut recorded: Option<Vec<(&str, ClaimToken, Attempt)>>,
     report: &mut WorkerReport,
 ) -> Option<(Vec<Transition>, bool)> {
     let done: Vec<(&str, ClaimToken)> = completions
@@ -569,13 +578,8 @@ async fn complete_all<T>(
     for _ in 0..4 {
         // Recorded on the first try only: a retry completes alone, so that
         // a store refusing the history cannot hold the completions back.
-        let recorded = attempts.take().map(|attempts| {
-            done.iter()
-                .zip(attempts)
-                .map(|((key, token), attempt)| (*key, *token, attempt.clone()))
-                .collect::<Vec<_>>()
-        });
-        let result = match &recorded {
+        let entries = recorded.take();
+        let result = match &entries {
             Some(entries) => shared.inbox.complete_many_recorded(entries).await,
             None => shared.inbox.complete_many(&done).await,
         };
@@ -600,7 +604,7 @@ async fn complete_all<T>(
                         }
                     }
                 }
-                return Some((transitions, recorded.is_some()));
+                return Some((transitions, entries.is_some()));
             }
             Err(error) => {
                 tracing::warn!(events = done.len(), error = %error, "recording inbox completions failed; retrying");
