@@ -18,12 +18,14 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Verifies, deduplicates and guards every request to the wrapped service.
 ///
-/// The receiver's body limit is also the one axum's own body extractors
-/// (`Bytes`, `String`, `Json`, `Form`) apply behind the layer: it sets
-/// [`DefaultBodyLimit`] on the request it hands on, so a body it verified
-/// and claimed is never refused by the handler's extractor (axum's default
-/// is 2 MiB). A `DefaultBodyLimit` layered between this layer and the
-/// handler still wins: keep its limit at least the receiver's.
+/// The body the handler reads is the one the layer read, within the
+/// receiver's limit, and verified: the layer turns axum's own extractors'
+/// limit off ([`DefaultBodyLimit::disable`]) on the request it hands on, so
+/// a body it verified and claimed is never refused by the handler's
+/// extractor for its size (axum's default is 2 MiB), and the extractor
+/// does not wrap a body already whole in a limit of its own. A
+/// `DefaultBodyLimit` layered between this layer and the handler still
+/// wins: keep its limit at least the receiver's.
 ///
 /// ```
 /// use tower_webhooks::WebhookLayer;
@@ -147,10 +149,12 @@ where
                     parts.extensions.insert(receiver.clone());
                 }
                 let mut request = Request::from_parts(parts, body);
-                // axum's `Bytes`, `String`, `Json` and `Form` apply the
-                // receiver's limit, not their 2 MiB default: a body verified
-                // and claimed is never refused by the handler's extractor.
-                DefaultBodyLimit::max(receiver.body_limit()).apply(&mut request);
+                // axum's `Bytes`, `String`, `Json` and `Form` apply no limit
+                // of their own (not their 2 MiB default, nor an outer
+                // layer's): the body is whole, read within the receiver's
+                // limit, and a body verified and claimed is never refused by
+                // the handler's extractor.
+                DefaultBodyLimit::disable().apply(&mut request);
                 inner.call(request)
             };
             let status = |result: &Result<Response<ResBody>, S::Error>| match result {
