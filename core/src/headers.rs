@@ -210,23 +210,30 @@ pub fn header_str(value: &[u8]) -> Option<&str> {
 /// `&str`, for a value read as bytes. Eight bytes at a time.
 #[must_use]
 pub fn is_text(value: &[u8]) -> bool {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     let byte = |b: &u8| *b == b'\t' || (0x20..0x7f).contains(b);
     let (words, rest) = value.as_chunks::<8>();
     for word in words {
-        let x = u64::from_ne_bytes(*word);
-        // A byte below 0x20 (its high bit set by the subtraction), or above
-        // 0x7e (by the addition, or set already). A borrow or a carry
-        // between bytes only starts at a byte that is itself out of range,
-        // so "none" is exact.
-        let below = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
-        let above = (x.wrapping_add(ONES) | x) & HIGH;
-        if (below | above) != 0 && !word.iter().all(byte) {
+        if !printable_word(*word) && !word.iter().all(byte) {
             return false;
         }
     }
     rest.iter().all(byte)
+}
+
+/// Whether every byte of `word` is printable ASCII, space included
+/// (0x20–0x7e), tested on the eight at once.
+#[inline]
+pub(crate) fn printable_word(word: [u8; 8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let x = u64::from_ne_bytes(word);
+    // A byte below 0x20 (its high bit set by the subtraction), or above
+    // 0x7e (by the addition, or set already). A borrow or a carry between
+    // bytes only starts at a byte that is itself out of range, so "none" is
+    // exact.
+    let below = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+    let above = (x.wrapping_add(ONES) | x) & HIGH;
+    (below | above) == 0
 }
 
 /// The first value of `name` as text ([`header_str`]): `None` when absent,

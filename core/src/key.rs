@@ -37,15 +37,11 @@ pub(crate) fn key_namespace<'a>(route: &'a str, verified: &Verified) -> &'a str 
 /// oversized ids thus never reach a store, and a digest key can never equal
 /// a key stored as is.
 pub(crate) fn store_key(namespace: &str, key: String) -> String {
-    // One pass: printable, and without `#` a key cannot hold the marker
-    // (the rare key with one is searched for it).
-    let mut printable = key.len() <= MAX_STORE_KEY_LEN;
-    let mut hash_sign = false;
-    for b in key.bytes() {
-        printable &= (0x20..0x7f).contains(&b);
-        hash_sign |= b == b'#';
-    }
-    let safe = printable && !(hash_sign && key.contains(DIGEST_MARKER));
+    // One pass, eight bytes at a time: printable, and without `#` a key
+    // cannot hold the marker (the rare key with one is searched for it).
+    let (printable, hash_sign) = scan(key.as_bytes());
+    let safe =
+        key.len() <= MAX_STORE_KEY_LEN && printable && !(hash_sign && key.contains(DIGEST_MARKER));
     if safe {
         return key;
     }
@@ -59,6 +55,26 @@ pub(crate) fn store_key(namespace: &str, key: String) -> String {
     out
 }
 
+/// Whether every byte is printable ASCII, space included (0x20–0x7e), and
+/// whether one is `#`.
+fn scan(bytes: &[u8]) -> (bool, bool) {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let (words, rest) = bytes.as_chunks::<8>();
+    let (mut printable, mut hash_sign) = (true, false);
+    for word in words {
+        printable &= crate::headers::printable_word(*word);
+        // A zero byte once `#` is xored away (a borrow only starts at one).
+        let x = u64::from_ne_bytes(*word) ^ (ONES * u64::from(b'#'));
+        hash_sign |= x.wrapping_sub(ONES) & !x & HIGH != 0;
+    }
+    for b in rest {
+        printable &= (0x20..0x7f).contains(b);
+        hash_sign |= *b == b'#';
+    }
+    (printable, hash_sign)
+}
+
 /// Reads a string or number at `pointer` in a JSON body.
 pub(crate) fn json_pointer_id(body: &[u8], pointer: &str) -> Option<String> {
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
@@ -66,5 +82,50 @@ pub(crate) fn json_pointer_id(body: &[u8], pointer: &str) -> Option<String> {
         serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
         serde_json::Value::Number(n) => Some(n.to_string()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// Eight bytes at a time, `scan` answers as a byte-by-byte check
+        /// does, wherever an out-of-range byte or a `#` sits.
+        #[test]
+        fn scan_reads_every_byte(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => 0x20u8..0x7f,
+                    1 => proptest::sample::select(vec![0u8, b'\t', 0x1f, 0x7f, 0x80, 0xc3, 0xff, b'#', b'"', b'$']),
+                ],
+                0..40,
+            )
+        ) {
+            let printable = bytes.iter().all(|b| (0x20..0x7f).contains(b));
+            let hash_sign = bytes.contains(&b'#');
+            proptest::prop_assert_eq!(scan(&bytes), (printable, hash_sign));
+        }
+    }
+
+    #[test]
+    fn a_key_reaches_the_store_as_is_only_when_printable_short_and_unmarked() {
+        let plain = "webhooks:standard-webhooks:evt_1".to_owned();
+        assert_eq!(store_key("webhooks", plain.clone()), plain);
+        for odd in [
+            "webhooks:s:tab\there",
+            "webhooks:s:caf\u{e9}",
+            "webhooks:s:del\u{7f}",
+            "webhooks:s:x:#sha256:00",
+        ] {
+            let key = store_key("webhooks", odd.to_owned());
+            assert!(key.starts_with("webhooks:#sha256:"), "{odd:?} -> {key}");
+            assert_eq!(key.len(), "webhooks:#sha256:".len() + 64);
+        }
+        // A `#` alone is printable and no marker.
+        let hashed = "webhooks:s:#1".to_owned();
+        assert_eq!(store_key("webhooks", hashed.clone()), hashed);
+        let long = format!("webhooks:s:{}", "x".repeat(MAX_STORE_KEY_LEN));
+        assert!(store_key("webhooks", long).contains(DIGEST_MARKER));
     }
 }
