@@ -1,8 +1,8 @@
 //! The MySQL / MariaDB [`Inbox`](super::Inbox).
 
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
@@ -44,9 +44,60 @@ fn mysql_complete_many(t: &str, now: &str, leased: i64, completed: i64) -> Strin
 /// At most this many pairs per statement.
 const COMPLETE_CHUNK: usize = 500;
 
-/// The lease select's last column, after the leased ones: its part (0
-/// expired, 1 pending).
+/// The lease select's columns after the leased ones: its part (0 expired,
+/// 1 pending), then the row's due time.
 const PART: usize = 10;
+const DUE: usize = 11;
+
+/// How long a lease's pending part may start past the rows the leases
+/// before it took, after a lease that read from the start of the due rows.
+const FLOOR_FOR: Duration = Duration::from_millis(250);
+
+/// Where a lease's pending part starts reading the `(state, due_at)` index.
+///
+/// A leased row's pending entry stays in that index, delete-marked, until
+/// InnoDB's purge removes it (a fraction of a second to seconds behind),
+/// and the oldest due rows are the ones leased first: a lease reading from
+/// the start of the due rows steps over every entry the leases before it
+/// left, locking and checking each against its clustered row (~2 pages
+/// each: ~2,000 pages a lease at 2,000 events/s, the server's largest
+/// cost). After a lease whose pending part was full, the next ones start at
+/// the due time of its first pending row: the rows before it were leased,
+/// or held by another transaction while it read (leased by that one, or
+/// back to pending if it rolled back or had no room for them), or behind a
+/// paused gate. Those wait at most [`FLOOR_FOR`]: a lease reads from the
+/// start again once that long has passed since the last one that did, and
+/// whenever the floor's part comes back short (the due rows past the floor
+/// all leased), so a lease still takes as many rows as there are.
+#[derive(Default)]
+struct Floor {
+    /// The due time the pending part starts at, and when the lease that
+    /// last read from the start ran.
+    due: Option<(i64, Instant)>,
+}
+
+impl Floor {
+    /// The start of the next lease's pending part, if it need not read
+    /// from the start of the due rows.
+    fn start(&self) -> Option<i64> {
+        self.due
+            .filter(|(_, since)| since.elapsed() < FLOOR_FOR)
+            .map(|(due, _)| due)
+    }
+
+    /// After a lease from `start` whose pending part returned `first` (the
+    /// due time of its first row) and was full (`full`).
+    fn after(&mut self, start: Option<i64>, first: Option<i64>, full: bool) {
+        self.due = match (full, first, start) {
+            // From the start: a new floor for the next `FLOOR_FOR`.
+            (true, Some(first), None) => Some((first, Instant::now())),
+            // From the floor: it moves up, never down, for the time left.
+            (true, Some(first), Some(_)) => self.due.map(|(due, since)| (due.max(first), since)),
+            // Short: the next lease reads from the start.
+            _ => None,
+        };
+    }
+}
 
 /// The current minute of the database's clock (minutes since the epoch).
 const ACTIVITY_MINUTE: &str = "(CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) DIV 60000)";
@@ -64,9 +115,11 @@ fn mysql_param(_: usize) -> String {
 /// ```sql
 /// BEGIN;
 /// (SELECT 0, <columns> FROM t WHERE <lease expired>
+///   AND (SELECT attempts FROM t WHERE <lease expired> LIMIT 1) IS NOT NULL
 ///   ORDER BY lease_until LIMIT ? FOR UPDATE SKIP LOCKED)
 /// UNION ALL
-/// (SELECT 1, <columns> FROM t WHERE <pending and due>
+/// (SELECT 1, <columns> FROM t FORCE INDEX (t_due) WHERE <pending and due>
+///   AND due_at >= ?  -- the floor, see below
 ///   ORDER BY due_at LIMIT ? FOR UPDATE SKIP LOCKED);
 /// UPDATE t SET state = 3, … WHERE event_key IN (…);  -- expired on their last attempt, if any
 /// UPDATE t SET state = 1, token = ?, lease_until = now + ?, attempts = attempts + 1
@@ -74,7 +127,18 @@ fn mysql_param(_: usize) -> String {
 /// COMMIT;
 /// ```
 ///
-/// Concurrent workers skip each other's locked rows. Accept is a plain
+/// Concurrent workers skip each other's locked rows. A leased or completed
+/// row's entries stay in the indexes, delete-marked, until InnoDB's purge
+/// removes them (a fraction of a second to seconds later), and a locking
+/// read steps over each, locking it and reading its row: the expired part
+/// runs only when a non-locking read (which stops at the end of its range)
+/// finds an expired lease, and the pending part starts at a floor, the due
+/// time of the first pending row of an earlier full lease, so that it
+/// does not step over the entries of the rows leased before. A row held
+/// back behind the floor (locked by another transaction while a lease read
+/// past it, or behind a paused gate) is leased within 250 ms: a lease reads
+/// from the first due row again that long after the last one that did, and
+/// whenever the floor's part comes back short. Accept is a plain
 /// `INSERT`; a duplicate key is [`Accepted::Duplicate`]. Keys are
 /// `VARCHAR(255)` in `utf8mb4_bin` (compared byte for byte). The pool's
 /// sessions use `READ COMMITTED` and an `innodb_lock_wait_timeout` of the
@@ -103,6 +167,8 @@ pub struct MySqlInbox {
     pool: MySqlPool,
     sql: Arc<InboxStatements>,
     command_timeout: Duration,
+    /// Where the next lease's pending part starts (see [`Floor`]).
+    floor: Arc<Mutex<Floor>>,
 }
 
 schema_check!(MySqlInbox);
@@ -136,6 +202,7 @@ impl MySqlInbox {
             pool,
             sql: Arc::new(InboxStatements::new(table, &DIALECT)),
             command_timeout,
+            floor: Arc::default(),
         }
     }
 
@@ -276,16 +343,18 @@ impl MySqlInbox {
         // hold are skipped: a plain `UPDATE … WHERE state = 1 AND
         // lease_until <= …` locks its way along an index and deadlocks
         // with completions. Pending rows past the batch's room stay locked
-        // (unchanged) until the commit, a few milliseconds.
-        let mut found = sqlx::query(&self.sql.lease_select)
-            .bind(max_attempts)
-            .bind(batch)
-            .bind(batch)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|row| Ok((row.try_get::<i64, _>(PART)?, LeaseRow::from_row(row)?)))
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        // (unchanged) until the commit, a few milliseconds. The pending
+        // part starts at the floor if there is one; if that part comes
+        // back short, it is read again from the start.
+        let mut start = self.floor_start();
+        let (mut found, mut pending) = self.lease_read(&mut tx, max_attempts, batch, start).await?;
+        if start.is_some() && pending.0 < batch {
+            start = None;
+            (found, pending) = self.lease_read(&mut tx, max_attempts, batch, None).await?;
+        }
+        if let Ok(mut floor) = self.floor.lock() {
+            floor.after(start, pending.1, pending.0 >= batch);
+        }
         // The takeovers first, each part in its order (a stable sort).
         found.sort_by_key(|(part, _)| *part);
         let room = usize::try_from(batch).unwrap_or(usize::MAX);
@@ -332,6 +401,44 @@ impl MySqlInbox {
                 leased(row, token)
             })
             .collect())
+    }
+}
+
+impl MySqlInbox {
+    /// The start of the next lease's pending part (see [`Floor`]).
+    fn floor_start(&self) -> Option<i64> {
+        self.floor.lock().ok().and_then(|floor| floor.start())
+    }
+
+    /// The lease select, its pending part from `start` (or from the first
+    /// due row): the rows with their part, in the select's order, and how
+    /// many pending rows came back with the earliest due time of them.
+    async fn lease_read(
+        &self,
+        tx: &mut sqlx::MySqlConnection,
+        max_attempts: i64,
+        batch: i64,
+        start: Option<i64>,
+    ) -> Result<(Vec<(i64, LeaseRow)>, (i64, Option<i64>)), sqlx::Error> {
+        let rows = sqlx::query(&self.sql.lease_select)
+            .bind(max_attempts)
+            .bind(batch)
+            .bind(start.unwrap_or(i64::MIN))
+            .bind(batch)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut found = Vec::with_capacity(rows.len());
+        let mut pending = (0, None);
+        for row in &rows {
+            let part = row.try_get::<i64, _>(PART)?;
+            if part == 1 {
+                pending.0 += 1;
+                let due = row.try_get::<i64, _>(DUE)?;
+                pending.1 = Some(pending.1.map_or(due, |first: i64| first.min(due)));
+            }
+            found.push((part, LeaseRow::from_row(row)?));
+        }
+        Ok((found, pending))
     }
 }
 
@@ -475,9 +582,11 @@ impl MySqlInbox {
 mod tests {
     use sqlx::Row as _;
 
-    use super::MySqlInbox;
+    use std::time::{Duration, Instant};
+
+    use super::{FLOOR_FOR, Floor, MySqlInbox};
     use crate::dedup::sql::tests::server_url;
-    use crate::inbox::ClaimToken;
+    use crate::inbox::{ClaimToken, Inbox as _};
 
     /// A lease over a backlog reads two index ranges in their order: each
     /// part of its select one range of its own index, nothing sorted. (The
@@ -516,14 +625,22 @@ mod tests {
             .execute(pool)
             .await
             .unwrap();
+        // Some leases expired, so that the expired part runs too.
+        sqlx::query(&format!(
+            "UPDATE `{table}` SET lease_until = 1 WHERE state = 1 AND received_at <= 500"
+        ))
+        .execute(pool)
+        .await
+        .unwrap();
         let plan = sqlx::query(&format!("EXPLAIN {}", inbox.sql.lease_select))
             .bind(5_i64)
             .bind(8_i64)
+            .bind(2_500_i64)
             .bind(8_i64)
             .fetch_all(pool)
             .await
             .unwrap();
-        let rows: Vec<(String, String, String)> = plan
+        let rows: Vec<(String, String, String, String)> = plan
             .iter()
             .map(|row| {
                 let text = |name: &str| {
@@ -532,7 +649,7 @@ mod tests {
                         .flatten()
                         .unwrap_or_default()
                 };
-                (text("table"), text("key"), text("Extra"))
+                (text("table"), text("key"), text("Extra"), text("type"))
             })
             .collect();
         for name in crate::inbox::sql::tables_of(&table) {
@@ -541,19 +658,209 @@ mod tests {
                 .await
                 .unwrap();
         }
+        // The expired part (and its check for expired leases) reads
+        // `(state, lease_until)`; the pending part a range of `(state,
+        // due_at)` from its start (a `ref` on the state alone would read
+        // every pending entry before it).
         let mut keys: Vec<&str> = rows
             .iter()
             .filter(|(t, ..)| *t == table)
-            .map(|(_, key, extra)| {
+            .map(|(_, key, extra, access)| {
                 assert!(!extra.contains("filesort"), "{rows:?}");
+                assert_eq!(access, "range", "{rows:?}");
                 key.as_str()
             })
             .collect();
         keys.sort_unstable();
+        keys.dedup();
         assert_eq!(
             keys,
             [format!("{table}_due"), format!("{table}_lease")],
             "{rows:?}"
         );
+    }
+
+    /// A backlog of `n` pending rows, due at 1..=n (keys `k1`…), in a new
+    /// inbox's table.
+    async fn backlog(n: usize) -> Option<(MySqlInbox, String)> {
+        let url = server_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test").await?;
+        let table = format!("inbox_walk_{}", &ClaimToken::random().to_hex()[..12]);
+        let inbox = MySqlInbox::builder(&url)
+            .table(&table)
+            .connect()
+            .await
+            .unwrap();
+        inbox.migrate().await.unwrap();
+        let digits = (0..10)
+            .map(|d| format!("SELECT {d} AS d"))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        sqlx::query(&format!(
+            "INSERT INTO `{table}` (event_key, scheme, matched_key, headers, body, received_at, \
+             state, attempts, due_at, updated_at) \
+             SELECT CONCAT('k', i), 'test', 'm', '', X'', i, 0, 0, i, i \
+             FROM (SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 1 AS i \
+             FROM ({digits}) a, ({digits}) b, ({digits}) c, ({digits}) e) AS n WHERE i <= {n}"
+        ))
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+        Some((inbox, table))
+    }
+
+    async fn drop_tables(inbox: &MySqlInbox, table: &str) {
+        for name in crate::inbox::sql::tables_of(table) {
+            sqlx::query(&format!("DROP TABLE IF EXISTS `{name}`"))
+                .execute(inbox.pool())
+                .await
+                .unwrap();
+        }
+    }
+
+    /// The pages of the inbox's table a lease select reads (`ANALYZE`, in
+    /// a transaction rolled back), its pending part from `start`.
+    async fn pages_read(inbox: &MySqlInbox, table: &str, start: i64) -> u64 {
+        let mut values = [5_i64, 8, start, 8].into_iter();
+        let select: String = inbox
+            .sql
+            .lease_select
+            .split('?')
+            .enumerate()
+            .map(|(i, piece)| match i {
+                0 => piece.to_owned(),
+                _ => format!("{}{piece}", values.next().unwrap()),
+            })
+            .collect();
+        let mut tx = inbox.pool().begin().await.unwrap();
+        let (json,): (String,) = sqlx::query_as(&format!("ANALYZE FORMAT=JSON {select}"))
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        tx.rollback().await.unwrap();
+        fn walk(value: &serde_json::Value, table: &str) -> u64 {
+            match value {
+                serde_json::Value::Object(map) => {
+                    let own = match (map.get("table_name"), map.get("r_engine_stats")) {
+                        (Some(name), Some(stats)) if name == table => stats
+                            .get("pages_accessed")
+                            .and_then(serde_json::Value::as_u64)
+                            .unwrap_or(0),
+                        _ => 0,
+                    };
+                    own + map.values().map(|v| walk(v, table)).sum::<u64>()
+                }
+                serde_json::Value::Array(items) => items.iter().map(|v| walk(v, table)).sum(),
+                _ => 0,
+            }
+        }
+        walk(&serde_json::from_str(&json).unwrap(), table)
+    }
+
+    /// Neither part of a lease steps over the entries that completed
+    /// leases left in the indexes until InnoDB's purge removes them: the
+    /// expired part only runs when a lease expired (a non-locking check
+    /// that stops at the end of its range), and the pending part starts at
+    /// the floor. (The lease that read both ranges from their start read
+    /// ~2 pages per such entry, locking and checking each.)
+    #[tokio::test]
+    async fn lease_reads_past_no_unpurged_entries() {
+        let Some((inbox, table)) = backlog(1_500).await else {
+            return;
+        };
+        let pool = inbox.pool();
+        // A snapshot held open keeps purge from removing anything, and an
+        // open read-write transaction makes every page changed since
+        // newer than it (as concurrent leases do).
+        let mut holder = pool.acquire().await.unwrap().detach();
+        sqlx::raw_sql(&format!(
+            "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; \
+             START TRANSACTION WITH CONSISTENT SNAPSHOT; \
+             UPDATE `{table}_control` SET updated_at = updated_at + 1 WHERE id = 1"
+        ))
+        .execute(&mut holder)
+        .await
+        .unwrap();
+        let mut taken = 0;
+        while taken < 1_000 {
+            let leased = inbox
+                .lease(ClaimToken::random(), 50, Duration::from_secs(600), 5)
+                .await
+                .unwrap();
+            assert_eq!(leased.len(), 50);
+            let done: Vec<(&str, ClaimToken)> = leased
+                .iter()
+                .map(|event| (event.meta.key.as_str(), event.token))
+                .collect();
+            inbox.complete_many(&done).await.unwrap();
+            taken += leased.len();
+        }
+        let from_start = pages_read(&inbox, &table, i64::MIN).await;
+        let from_floor = pages_read(&inbox, &table, 1_001).await;
+        sqlx::raw_sql("ROLLBACK")
+            .execute(&mut holder)
+            .await
+            .unwrap();
+        drop(holder);
+        drop_tables(&inbox, &table).await;
+        // From the start, the pending part alone steps over 1,000 entries.
+        assert!(from_start > 1_000, "{from_start} pages from the start");
+        assert!(from_floor < 100, "{from_floor} pages from the floor");
+    }
+
+    /// A row held back while a lease read past it (here: locked by another
+    /// transaction, which then rolls back) is leased again once
+    /// `FLOOR_FOR` passed, though newer rows past the floor fill every
+    /// batch.
+    #[tokio::test]
+    async fn held_back_row_is_leased_after_floor_for() {
+        let Some((inbox, table)) = backlog(40).await else {
+            return;
+        };
+        let pool = inbox.pool();
+        let mut other = pool.begin().await.unwrap();
+        sqlx::query(&format!(
+            "SELECT event_key FROM `{table}` WHERE event_key = 'k1' FOR UPDATE"
+        ))
+        .fetch_all(&mut *other)
+        .await
+        .unwrap();
+        let lease = || inbox.lease(ClaimToken::random(), 8, Duration::from_secs(600), 5);
+        let keys = |leased: Vec<crate::inbox::LeasedEvent>| -> Vec<String> {
+            leased.into_iter().map(|event| event.meta.key).collect()
+        };
+        let first = keys(lease().await.unwrap());
+        assert_eq!(first, (2..=9).map(|i| format!("k{i}")).collect::<Vec<_>>());
+        other.rollback().await.unwrap();
+        // Leased from the floor, past `k1` (or, on a machine slow enough
+        // that `FLOOR_FOR` already passed, from the start, with `k1`).
+        let mut later = keys(lease().await.unwrap());
+        tokio::time::sleep(FLOOR_FOR).await;
+        later.extend(keys(lease().await.unwrap()));
+        drop_tables(&inbox, &table).await;
+        assert!(later.iter().any(|key| key == "k1"), "{later:?}");
+    }
+
+    #[test]
+    fn floor_moves_up_and_expires() {
+        let mut floor = Floor::default();
+        assert_eq!(floor.start(), None);
+        floor.after(None, Some(5), true);
+        assert_eq!(floor.start(), Some(5));
+        floor.after(Some(5), Some(9), true);
+        assert_eq!(floor.start(), Some(9));
+        floor.after(Some(5), Some(7), true);
+        assert_eq!(floor.start(), Some(9));
+        // A short pending part: the next lease reads from the start.
+        floor.after(Some(9), Some(12), false);
+        assert_eq!(floor.start(), None);
+        floor.after(None, None, false);
+        assert_eq!(floor.start(), None);
+        // Once `FLOOR_FOR` passed since the lease that read from the start.
+        if let Some(past) = Instant::now().checked_sub(FLOOR_FOR) {
+            floor.due = Some((3, past));
+            assert_eq!(floor.start(), None);
+            floor.after(Some(3), Some(4), true);
+            assert_eq!(floor.start(), None);
+        }
     }
 }

@@ -71,19 +71,26 @@ pub(crate) struct InboxStatements {
     /// each locked (`FOR UPDATE SKIP LOCKED`) and each one range of one
     /// index read in its order (no sort, no row locked but those returned),
     /// the leased columns ([`LEASE_COLUMNS`], attempts before this lease),
-    /// then the part (0 or 1):
+    /// then the part (0 or 1) and the row's due time:
     ///
     /// 0. the expired leases, oldest first (`(state, lease_until)`): those on
     ///    their last attempt (to dead-letter: MySQL cannot select from the
     ///    table it updates) and, unless paused, those with attempts left (to
-    ///    take over);
-    /// 1. the due pending rows, oldest due first (`(state, due_at)`), unless
-    ///    paused. (The one-statement lease's `pending OR taken over`
-    ///    condition cannot use one index in order: InnoDB then reads and
-    ///    locks every pending row to sort them, and concurrent workers skip
-    ///    them all.)
+    ///    take over). Read only when a non-locking read of one row finds
+    ///    one: a locking read steps over every entry that completed leases
+    ///    left delete-marked past the range until InnoDB's purge removes
+    ///    them, locking and checking each, while the non-locking one stops
+    ///    at the end of its range;
+    /// 1. the due pending rows, oldest due first (`(state, due_at)`, forced:
+    ///    the optimizer may otherwise read every pending entry from the
+    ///    first, the range's start only a filter), from a due time (the
+    ///    MySQL inbox's floor, see `mysql.rs`), unless paused. (The
+    ///    one-statement lease's `pending OR taken over` condition cannot use
+    ///    one index in order: InnoDB then reads and locks every pending row
+    ///    to sort them, and concurrent workers skip them all.)
     ///
-    /// Bound: max attempts, the limit of each part.
+    /// Bound: max attempts, part 0's limit, part 1's first due time, part
+    /// 1's limit.
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     pub(crate) lease_select: String,
     /// Then their update (`IN (` is last); bound: error, then the keys.
@@ -196,16 +203,21 @@ impl InboxStatements {
                 d.lock
             ),
             lease_select: format!(
-                "(SELECT {columns}, CAST(0 AS SIGNED) FROM {t} WHERE state = {LEASED} AND lease_until <= {now} \
+                "(SELECT {columns}, CAST(0 AS SIGNED), due_at FROM {t} WHERE state = {LEASED} \
+                 AND lease_until <= {now} \
+                 AND (SELECT attempts FROM {t} WHERE state = {LEASED} AND lease_until <= {now} LIMIT 1) \
+                 IS NOT NULL \
                  AND (attempts >= {} OR (NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) \
                  AND {unpaused})) \
                  ORDER BY lease_until LIMIT {}{lock}) UNION ALL \
-                 (SELECT {columns}, CAST(1 AS SIGNED) FROM {t} WHERE state = {PENDING} AND due_at <= {now} \
+                 (SELECT {columns}, CAST(1 AS SIGNED), due_at FROM {t} FORCE INDEX ({q}{table}_due{q}) \
+                 WHERE state = {PENDING} AND due_at >= {} AND due_at <= {now} \
                  AND NOT EXISTS (SELECT 1 FROM {c} WHERE paused <> 0) AND {unpaused} \
                  ORDER BY due_at LIMIT {}{lock})",
                 p(1),
                 p(2),
                 p(3),
+                p(4),
                 lock = d.lock
             ),
             reap_update: format!(
