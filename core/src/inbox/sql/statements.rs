@@ -80,7 +80,10 @@ pub(crate) struct InboxStatements {
     ///    one: a locking read steps over every entry that completed leases
     ///    left delete-marked past the range until InnoDB's purge removes
     ///    them, locking and checking each, while the non-locking one stops
-    ///    at the end of its range;
+    ///    at the end of its range (it reads `attempts`, outside the index,
+    ///    so that InnoDB checks each entry against the range before it
+    ///    reads the row: `SELECT 1` reads the index alone and steps over
+    ///    them too; `lease_reads_past_no_unpurged_entries` in `mysql.rs`);
     /// 1. the due pending rows, oldest due first (`(state, due_at)`, forced:
     ///    the optimizer may otherwise read every pending entry from the
     ///    first, the range's start only a filter), from a due time (the
