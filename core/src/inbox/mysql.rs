@@ -594,24 +594,11 @@ mod tests {
     /// locked and sorted every pending row.)
     #[tokio::test]
     async fn lease_plan_reads_index_ranges() {
-        let Some(url) = server_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test").await
-        else {
+        let Some((inbox, table)) = fresh_inbox("inbox_plan").await else {
             return;
         };
-        let table = format!("inbox_plan_{}", &ClaimToken::random().to_hex()[..12]);
-        let inbox = MySqlInbox::builder(&url)
-            .table(&table)
-            .connect()
-            .await
-            .unwrap();
-        inbox.migrate().await.unwrap();
         let pool = inbox.pool();
-        // 5,000 rows from digits (MariaDB stops a recursive `WITH` at
-        // 1,000 iterations).
-        let digits = (0..10)
-            .map(|d| format!("SELECT {d} AS d"))
-            .collect::<Vec<_>>()
-            .join(" UNION ALL ");
+        let digits = digits();
         let backlog = format!(
             "INSERT INTO `{table}` (event_key, scheme, matched_key, headers, body, received_at, \
              state, attempts, due_at, updated_at, lease_until) \
@@ -652,12 +639,7 @@ mod tests {
                 (text("table"), text("key"), text("Extra"), text("type"))
             })
             .collect();
-        for name in crate::inbox::sql::tables_of(&table) {
-            sqlx::query(&format!("DROP TABLE IF EXISTS `{name}`"))
-                .execute(pool)
-                .await
-                .unwrap();
-        }
+        drop_tables(&inbox, &table).await;
         // The expired part (and its check for expired leases) reads
         // `(state, lease_until)`; the pending part a range of `(state,
         // due_at)` from its start (a `ref` on the state alone would read
@@ -683,18 +665,8 @@ mod tests {
     /// A backlog of `n` pending rows, due at 1..=n (keys `k1`…), in a new
     /// inbox's table.
     async fn backlog(n: usize) -> Option<(MySqlInbox, String)> {
-        let url = server_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test").await?;
-        let table = format!("inbox_walk_{}", &ClaimToken::random().to_hex()[..12]);
-        let inbox = MySqlInbox::builder(&url)
-            .table(&table)
-            .connect()
-            .await
-            .unwrap();
-        inbox.migrate().await.unwrap();
-        let digits = (0..10)
-            .map(|d| format!("SELECT {d} AS d"))
-            .collect::<Vec<_>>()
-            .join(" UNION ALL ");
+        let (inbox, table) = fresh_inbox("inbox_walk").await?;
+        let digits = digits();
         sqlx::query(&format!(
             "INSERT INTO `{table}` (event_key, scheme, matched_key, headers, body, received_at, \
              state, attempts, due_at, updated_at) \
@@ -706,6 +678,30 @@ mod tests {
         .await
         .unwrap();
         Some((inbox, table))
+    }
+
+    /// A new inbox on the test server, in a table named from `prefix`
+    /// (`None` without a server, outside CI).
+    async fn fresh_inbox(prefix: &str) -> Option<(MySqlInbox, String)> {
+        let url = server_url("WEBHOOKS_MYSQL_URL", "mysql://root@127.0.0.1:3306/test").await?;
+        let table = format!("{prefix}_{}", &ClaimToken::random().to_hex()[..12]);
+        let inbox = MySqlInbox::builder(&url)
+            .table(&table)
+            .connect()
+            .await
+            .unwrap();
+        inbox.migrate().await.unwrap();
+        Some((inbox, table))
+    }
+
+    /// The digits 0–9 as a derived table's rows, to make backlogs of
+    /// thousands of rows by cross joins (MariaDB stops a recursive `WITH`
+    /// at 1,000 iterations).
+    fn digits() -> String {
+        (0..10)
+            .map(|d| format!("SELECT {d} AS d"))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
     }
 
     async fn drop_tables(inbox: &MySqlInbox, table: &str) {
