@@ -220,12 +220,14 @@ pub fn is_text(value: &[u8]) -> bool {
     rest.iter().all(byte)
 }
 
+/// A byte of ones in each of a word's eight bytes, and each byte's high bit.
+const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+
 /// Whether every byte of `word` is printable ASCII, space included
 /// (0x20–0x7e), tested on the eight at once.
 #[inline]
 pub(crate) fn printable_word(word: [u8; 8]) -> bool {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     let x = u64::from_ne_bytes(word);
     // A byte below 0x20 (its high bit set by the subtraction), or above
     // 0x7e (by the addition, or set already). A borrow or a carry between
@@ -234,6 +236,14 @@ pub(crate) fn printable_word(word: [u8; 8]) -> bool {
     let below = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
     let above = (x.wrapping_add(ONES) | x) & HIGH;
     (below | above) == 0
+}
+
+/// Whether one of `word`'s bytes is `byte`, tested on the eight at once: a
+/// zero byte once `byte` is xored away (a borrow only starts at one).
+#[inline]
+pub(crate) fn word_has(word: [u8; 8], byte: u8) -> bool {
+    let x = u64::from_ne_bytes(word) ^ (ONES * u64::from(byte));
+    x.wrapping_sub(ONES) & !x & HIGH != 0
 }
 
 /// The first value of `name` as text ([`header_str`]): `None` when absent,

@@ -58,15 +58,12 @@ pub(crate) fn store_key(namespace: &str, key: String) -> String {
 /// Whether every byte is printable ASCII, space included (0x20–0x7e), and
 /// whether one is `#`.
 fn scan(bytes: &[u8]) -> (bool, bool) {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    use crate::headers::{printable_word, word_has};
     let (words, rest) = bytes.as_chunks::<8>();
     let (mut printable, mut hash_sign) = (true, false);
     for word in words {
-        printable &= crate::headers::printable_word(*word);
-        // A zero byte once `#` is xored away (a borrow only starts at one).
-        let x = u64::from_ne_bytes(*word) ^ (ONES * u64::from(b'#'));
-        hash_sign |= x.wrapping_sub(ONES) & !x & HIGH != 0;
+        printable &= printable_word(*word);
+        hash_sign |= word_has(*word, b'#');
     }
     for b in rest {
         printable &= (0x20..0x7f).contains(b);
