@@ -331,3 +331,54 @@ fn a_callers_span_gets_no_field_of_the_pipeline() {
         );
     }
 }
+
+/// The pipeline a future owns (`receive_owned`, the tower layer's) runs in
+/// the same `webhook` span as `receive`: the id, the matched key and the
+/// outcome recorded on it, its latency, and the handler's own events
+/// inside it.
+#[test]
+fn the_owned_pipeline_runs_in_the_webhook_span() {
+    let out = capture(|| async {
+        let receiver = Receiver::builder(StandardWebhooks::new(SECRET).unwrap())
+            .namespace("capture-owned")
+            .build();
+        let body = Bytes::from_static(b"{}");
+        let parts = signed("msg_owned", now(), &body);
+        let work = receiver.clone().receive_owned(
+            parts,
+            || async move { Ok(body) },
+            |_, _| async {
+                tracing::info!("handler ran");
+                204u16
+            },
+            |s| *s,
+        );
+        // It borrows nothing: it runs as a task of its own.
+        assert_eq!(tokio::spawn(work).await.unwrap(), Ok(204));
+        // A refusal too, answered in the span with its status.
+        let parts = signed("msg_owned_late", now() - 3600, b"{}");
+        let refused = receiver.clone().receive_owned(
+            parts,
+            || async { Ok(Bytes::from_static(b"{}")) },
+            |_, _| async { 204u16 },
+            |s| *s,
+        );
+        assert!(matches!(refused.await, Err(Rejection::Verify(_))));
+    });
+    let text = out.text();
+    let ran = (text.lines())
+        .find(|l| l.contains("handler ran"))
+        .unwrap_or_else(|| panic!("no handler line in:\n{text}"));
+    assert!(
+        ran.contains("webhook{"),
+        "the handler outside the span: {ran}"
+    );
+    assert!(ran.contains("route=capture-owned"), "{ran}");
+    assert!(ran.contains("msg_owned"), "{ran}");
+    assert!(ran.contains("key=secret#0"), "{ran}");
+    let refused = (text.lines())
+        .find(|l| l.contains("webhook refused"))
+        .unwrap_or_else(|| panic!("no refusal line in:\n{text}"));
+    assert!(refused.contains("status=401"), "{refused}");
+    assert!(refused.contains("latency_us="), "{refused}");
+}

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use axum_core::body::Body;
 use axum_core::extract::DefaultBodyLimit;
 use bytes::Bytes;
+use futures_util::FutureExt as _;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use tower_layer::Layer;
@@ -134,47 +135,80 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         // The clone is not ready; keep the ready one for this call.
         let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let receiver = self.receiver.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let receiver = &self.receiver;
+        let (parts, body) = request.into_parts();
+        let limit = receiver.body_limit();
+        let read = move || read_limited(body, limit);
+        let handler = hand_on(inner, receiver);
+        let status = |result: &Result<Response<ResBody>, S::Error>| match result {
+            Ok(response) => response.status().as_u16(),
+            Err(_) => 500,
+        };
+        if receiver.response_budget().is_none() {
+            // The request's one allocation: the pipeline's work is held in
+            // this future, not boxed again.
+            let answer = answer(receiver.clone());
+            return Box::pin(
+                (receiver.clone())
+                    .receive_owned(parts, read, handler, status)
+                    .map(answer),
+            );
+        }
+        // A response budget hands a late handler's delivery to the inbox
+        // (its future then runs on in a task of its own).
+        let receiver = receiver.clone();
         Box::pin(async move {
-            let (parts, body) = request.into_parts();
-            let limit = receiver.body_limit();
-            let read = || read_limited(body, limit);
-            let handler = |mut parts: http::request::Parts, delivery: webhooks_core::Delivery| {
-                let body = Body::from(delivery.body.clone());
-                parts.extensions.insert(delivery);
-                // The extractors render their rejections with the receiver's
-                // hook, when it has one (each insert is an allocation).
-                if receiver.has_on_reject() {
-                    parts.extensions.insert(receiver.clone());
-                }
-                let mut request = Request::from_parts(parts, body);
-                // axum's `Bytes`, `String`, `Json` and `Form` apply no limit
-                // of their own (not their 2 MiB default, nor an outer
-                // layer's): the body is whole, read within the receiver's
-                // limit, and a body verified and claimed is never refused by
-                // the handler's extractor.
-                DefaultBodyLimit::disable().apply(&mut request);
-                inner.call(request)
-            };
-            let status = |result: &Result<Response<ResBody>, S::Error>| match result {
-                Ok(response) => response.status().as_u16(),
-                Err(_) => 500,
-            };
-            // A response budget hands a late handler's delivery to the
-            // inbox (its future then runs on in a task of its own).
-            let received = if receiver.response_budget().is_some() {
-                receiver
-                    .receive_within_budget(parts, read, handler, status)
-                    .await
-            } else {
-                receiver.receive(parts, read, handler, status).await
-            };
-            match received {
-                Ok(result) => result.map(|response| response.map(Body::new)),
-                Err(r) => Ok(rejection_response(&receiver, r)),
-            }
+            let received = receiver
+                .receive_within_budget(parts, read, handler, status)
+                .await;
+            answer(receiver)(received)
         })
+    }
+}
+
+/// What the handler is called with: the request with the verified
+/// delivery in its extensions and its body, already whole.
+fn hand_on<S, ResBody>(
+    mut inner: S,
+    receiver: &Receiver,
+) -> impl FnOnce(http::request::Parts, webhooks_core::Delivery) -> S::Future + use<S, ResBody>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>>,
+{
+    // The extractors render their rejections with the receiver's hook,
+    // when it has one (each insert is an allocation).
+    let on_reject = receiver.has_on_reject().then(|| receiver.clone());
+    move |mut parts, delivery| {
+        let body = Body::from(delivery.body.clone());
+        parts.extensions.insert(delivery);
+        if let Some(receiver) = on_reject {
+            parts.extensions.insert(receiver);
+        }
+        let mut request = Request::from_parts(parts, body);
+        // axum's `Bytes`, `String`, `Json` and `Form` apply no limit of their
+        // own (not their 2 MiB default, nor an outer layer's): the body is
+        // whole, read within the receiver's limit, and a body verified and
+        // claimed is never refused by the handler's extractor.
+        DefaultBodyLimit::disable().apply(&mut request);
+        inner.call(request)
+    }
+}
+
+/// What the pipeline answers: the handler's result, or a rejection.
+type Received<ResBody, E> = Result<Result<Response<ResBody>, E>, Rejection>;
+
+/// The response to the pipeline's answer: the handler's, or the rejection's.
+fn answer<ResBody, E>(
+    receiver: Receiver,
+) -> impl FnOnce(Received<ResBody, E>) -> Result<Response<Body>, E>
+where
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    move |received| match received {
+        Ok(result) => result.map(|response| response.map(Body::new)),
+        Err(r) => Ok(rejection_response(&receiver, r)),
     }
 }
 

@@ -2,8 +2,10 @@
 //! one request, in its `webhook` tracing span, and the log line and signals
 //! of its outcome.
 
+use std::borrow::Borrow;
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -46,15 +48,17 @@ impl Receiver {
         // Boxed here, before anything holds it: the caller's future then
         // carries a pointer, not the work (nor a second copy of these
         // arguments, as an `async fn`'s state would).
-        self.traced(Box::pin(async move {
-            self.inner
-                .signals
-                .body_read(self.inner.verifier.scheme(), body.len());
-            let admission = self.admit(request.head(), body).await?;
-            admission
-                .run(|delivery| handler(request, delivery), status_of)
-                .await
-        }))
+        traced(self, || {
+            Box::pin(async move {
+                self.inner
+                    .signals
+                    .body_read(self.inner.verifier.scheme(), body.len());
+                let admission = self.admit(request.head(), body).await?;
+                admission
+                    .run(|delivery| handler(request, delivery), status_of)
+                    .await
+            })
+        })
     }
 
     /// [`process`](Self::process) under the
@@ -83,15 +87,17 @@ impl Receiver {
         T: Send + 'static,
         S: FnOnce(&T) -> u16 + Send + 'static,
     {
-        self.traced(Box::pin(async move {
-            self.inner
-                .signals
-                .body_read(self.inner.verifier.scheme(), body.len());
-            let admission = self.admit(request.head(), body).await?;
-            admission
-                .run_within_budget(|delivery| handler(request, delivery), status_of)
-                .await
-        }))
+        traced(self, || {
+            Box::pin(async move {
+                self.inner
+                    .signals
+                    .body_read(self.inner.verifier.scheme(), body.len());
+                let admission = self.admit(request.head(), body).await?;
+                admission
+                    .run_within_budget(|delivery| handler(request, delivery), status_of)
+                    .await
+            })
+        })
     }
 
     /// The whole pipeline from the request head on, as the adapters call it:
@@ -129,20 +135,42 @@ impl Receiver {
         Fut: Future<Output = T>,
     {
         // Boxed at once, as in `process`.
-        self.traced(Box::pin(
-            self.receive_work(request, read_body, handler, status_of),
-        ))
+        traced(self, || {
+            Box::pin(Self::receive_work(
+                self, request, read_body, handler, status_of,
+            ))
+        })
     }
 
-    /// The work [`receive`](Self::receive) boxes: one allocation per
-    /// request, kept small enough for the allocator's per-thread cache
-    /// (glibc serves requests up to 1,032 bytes from it; a larger block
-    /// takes its slower shared path; see the test `receive_work_fits_the_thread_cache`).
-    // Not an `async fn`: that would copy every argument into the state a
-    // second time (1,200 bytes instead of 968 in the size test below).
-    #[allow(clippy::manual_async_fn)]
-    fn receive_work<R, Read, B, F, Fut, T>(
-        &self,
+    /// [`receive`](Self::receive) on a receiver the future owns (a clone:
+    /// an `Arc`'s count), for an adapter that boxes the request's future
+    /// itself: the work is held in the returned future, not boxed again,
+    /// so the request costs one allocation for both (the tower layer's).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use webhooks_core::{Receiver, Rejection};
+    /// use webhooks_core::scheme::StandardWebhooks;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let receiver = Receiver::new(StandardWebhooks::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?);
+    /// let head = http::Request::new(()).into_parts().0;
+    /// let read = || async { Ok(Bytes::from_static(b"{}")) };
+    /// let handler = |_head, _delivery| async { 204_u16 };
+    /// // A future that borrows nothing: it can be boxed or spawned as it is.
+    /// let answer = tokio::spawn(receiver.clone().receive_owned(head, read, handler, |s| *s)).await?;
+    /// // Not signed: refused before the handler.
+    /// assert!(matches!(answer, Err(Rejection::Verify(_))));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`receive`](Self::receive).
+    #[inline(always)]
+    pub fn receive_owned<R, Read, B, F, Fut, T>(
+        self,
         request: R,
         read_body: Read,
         handler: F,
@@ -155,7 +183,36 @@ impl Receiver {
         F: FnOnce(R, Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
+        let owner = self.clone();
+        traced(self, || {
+            Self::receive_work(owner, request, read_body, handler, status_of)
+        })
+    }
+
+    /// The work [`receive`](Self::receive) boxes: one allocation per
+    /// request, kept small enough for the allocator's per-thread cache
+    /// (glibc serves requests up to 1,032 bytes from it; a larger block
+    /// takes its slower shared path; see the test `receive_work_fits_the_thread_cache`).
+    // Not an `async fn`: that would copy every argument into the state a
+    // second time (1,200 bytes instead of 968 in the size test below).
+    #[allow(clippy::manual_async_fn)]
+    fn receive_work<O, R, Read, B, F, Fut, T>(
+        owner: O,
+        request: R,
+        read_body: Read,
+        handler: F,
+        status_of: impl FnOnce(&T) -> u16,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        O: Borrow<Receiver>,
+        R: Incoming,
+        Read: FnOnce() -> B,
+        B: Future<Output = Result<Bytes, Rejection>>,
+        F: FnOnce(R, Delivery) -> Fut,
+        Fut: Future<Output = T>,
+    {
         async move {
+            let this = owner.borrow();
             let admission = 'admitted: {
                 // Up to the verification, in a block: what it reads and
                 // borrows (the head, its headers read once, the body's read)
@@ -163,10 +220,10 @@ impl Receiver {
                 // the steps after.
                 let waiting = {
                     let head = request.head();
-                    self.check_head(head.headers)?;
+                    this.check_head(head.headers)?;
                     // The scheme's headers, read once for the check and the
                     // verification.
-                    let headers = ReadOnce::new(head.headers, self.inner.verifier.head_names());
+                    let headers = ReadOnce::new(head.headers, this.inner.verifier.head_names());
                     let head = RequestHead {
                         headers: &headers,
                         ..head
@@ -174,11 +231,11 @@ impl Receiver {
                     // Pinned where it is made; the head checked with it.
                     let (body, waited) = {
                         let read = std::pin::pin!(read_body());
-                        self.read_checked(read, Some(head)).await?
+                        this.read_checked(read, Some(head)).await?
                     };
                     let len = body.len();
-                    let step = self.admit_ready(head, body);
-                    self.count_body_read(head, &step, waited, len)?;
+                    let step = this.admit_ready(head, body);
+                    this.count_body_read(head, &step, waited, len)?;
                     match step {
                         Ok(Step::Done(admitted)) => break 'admitted admitted?,
                         Ok(Step::Wait(admitting)) => Ok(admitting),
@@ -190,7 +247,7 @@ impl Receiver {
                 // (a key lookup), which reads the head again.
                 match waiting {
                     Ok(admitting) => admitting.await?,
-                    Err(body) => self.admit(request.head(), body).await?,
+                    Err(body) => this.admit(request.head(), body).await?,
                 }
             };
             admission
@@ -228,12 +285,14 @@ impl Receiver {
         T: Send + 'static,
         S: FnOnce(&T) -> u16 + Send + 'static,
     {
-        self.traced(Box::pin(async move {
-            let admission = self.admit_read(&request, read_body).await?;
-            admission
-                .run_within_budget(|delivery| handler(request, delivery), status_of)
-                .await
-        }))
+        traced(self, || {
+            Box::pin(async move {
+                let admission = self.admit_read(&request, read_body).await?;
+                admission
+                    .run_within_budget(|delivery| handler(request, delivery), status_of)
+                    .await
+            })
+        })
     }
 
     /// [`receive_within_budget`](Self::receive_within_budget) for handlers
@@ -263,12 +322,14 @@ impl Receiver {
         T: 'static,
         S: FnOnce(&T) -> u16 + 'static,
     {
-        self.traced(Box::pin(async move {
-            let admission = self.admit_read(&request, read_body).await?;
-            admission
-                .run_within_budget_local(|delivery| handler(request, delivery), status_of)
-                .await
-        }))
+        traced(self, || {
+            Box::pin(async move {
+                let admission = self.admit_read(&request, read_body).await?;
+                admission
+                    .run_within_budget_local(|delivery| handler(request, delivery), status_of)
+                    .await
+            })
+        })
     }
 
     /// What [`receive`](Self::receive) does up to the handler: the head's
@@ -344,54 +405,6 @@ impl Receiver {
         Ok(())
     }
 
-    /// Runs `work` in a `webhook` span and logs its outcome.
-    async fn traced<T, W>(&self, work: Pin<Box<W>>) -> Result<T, Rejection>
-    where
-        W: Future<Output = Result<T, Rejection>>,
-    {
-        let scheme = self.inner.verifier.scheme();
-        // No span at all when nothing could see one (the usual case without
-        // a subscriber): making a disabled span costs more than this check.
-        if !tracing::level_enabled!(tracing::Level::INFO) && log_drops_info() {
-            return self.untraced(scheme, work).await;
-        }
-        let span = tracing::info_span!(
-            "webhook",
-            scheme,
-            route = %self.inner.namespace,
-            id = field::Empty,
-            key = field::Empty,
-            outcome = field::Empty,
-            status = field::Empty,
-            latency_us = field::Empty,
-        );
-        if span_unseen(&span) {
-            return self.untraced(scheme, work).await;
-        }
-        let started = Instant::now();
-        self.inner.signals.received(scheme);
-        let result = work.instrument(span.clone()).await;
-        let _enter = span.enter();
-        span.record(
-            "latency_us",
-            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        );
-        self.outcome(scheme, &result, &span);
-        result
-    }
-
-    /// `work` without a span: nothing to enter, record or time; the
-    /// outcome's events only.
-    async fn untraced<T, W>(&self, scheme: &'static str, work: Pin<Box<W>>) -> Result<T, Rejection>
-    where
-        W: Future<Output = Result<T, Rejection>>,
-    {
-        self.inner.signals.received(scheme);
-        let result = work.await;
-        self.outcome(scheme, &result, &tracing::Span::none());
-        result
-    }
-
     /// The outcome of a delivery: its signals, the `webhook` span's fields
     /// and the log line.
     fn outcome<T>(
@@ -426,6 +439,123 @@ impl Receiver {
                     }
                     _ => tracing::info!(reason = %rejection, "webhook refused"),
                 }
+            }
+        }
+    }
+}
+
+/// `work` in a `webhook` span (when something can see one), with the
+/// request counted as received now and its outcome logged when it ends.
+#[inline(always)]
+fn traced<O, T, W>(owner: O, work: impl FnOnce() -> W) -> Traced<O, W>
+where
+    O: Borrow<Receiver>,
+    W: Future<Output = Result<T, Rejection>>,
+{
+    let receiver = owner.borrow();
+    let scheme = receiver.inner.verifier.scheme();
+    // No span at all when nothing could see one (the usual case without a
+    // subscriber): making a disabled span costs more than this check.
+    let span = (tracing::level_enabled!(tracing::Level::INFO) || !log_drops_info())
+        .then(|| {
+            tracing::info_span!(
+                "webhook",
+                scheme,
+                route = %receiver.inner.namespace,
+                id = field::Empty,
+                key = field::Empty,
+                outcome = field::Empty,
+                status = field::Empty,
+                latency_us = field::Empty,
+            )
+        })
+        .filter(|span| !span_unseen(span));
+    let traced = match span {
+        // The work is made in its arm: the plain one holds it as it is.
+        None => Traced::Plain {
+            owner,
+            scheme,
+            work: work(),
+        },
+        Some(span) => Traced::Spanned {
+            owner,
+            scheme,
+            started: Instant::now(),
+            // Boxed: a span is ≈ 50 bytes more in every request's future,
+            // and most requests have none.
+            work: Box::pin(work().instrument(span)),
+        },
+    };
+    traced.receiver().inner.signals.received(scheme);
+    traced
+}
+
+pin_project_lite::pin_project! {
+    /// A request's pipeline in its `webhook` span, if any, and its outcome
+    /// (signals, span fields, log line) when it ends.
+    ///
+    /// Written out rather than as an `async fn`, whose state would keep the
+    /// work a second time beside the future it awaits.
+    #[project = TracedProj]
+    enum Traced<O, W> {
+        Plain {
+            owner: O,
+            scheme: &'static str,
+            #[pin]
+            work: W,
+        },
+        Spanned {
+            owner: O,
+            scheme: &'static str,
+            started: Instant,
+            work: Pin<Box<tracing::instrument::Instrumented<W>>>,
+        },
+    }
+}
+
+impl<O: Borrow<Receiver>, W> Traced<O, W> {
+    fn receiver(&self) -> &Receiver {
+        match self {
+            Self::Plain { owner, .. } | Self::Spanned { owner, .. } => owner.borrow(),
+        }
+    }
+}
+
+impl<O, T, W> Future for Traced<O, W>
+where
+    O: Borrow<Receiver>,
+    W: Future<Output = Result<T, Rejection>>,
+{
+    type Output = Result<T, Rejection>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            TracedProj::Plain {
+                owner,
+                scheme,
+                work,
+            } => {
+                let result = std::task::ready!(work.poll(cx));
+                (*owner)
+                    .borrow()
+                    .outcome(scheme, &result, &tracing::Span::none());
+                Poll::Ready(result)
+            }
+            TracedProj::Spanned {
+                owner,
+                scheme,
+                started,
+                work,
+            } => {
+                let result = std::task::ready!(work.as_mut().poll(cx));
+                let span = work.span();
+                let _enter = span.enter();
+                span.record(
+                    "latency_us",
+                    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                );
+                (*owner).borrow().outcome(scheme, &result, span);
+                Poll::Ready(result)
             }
         }
     }
@@ -513,15 +643,22 @@ mod tests {
         let read = || sized::<64, _>(Ok(Bytes::new()));
         assert_eq!(std::mem::size_of_val(&read()), 136);
         let handler = |_parts, _delivery| sized::<296, _>(204_u16);
-        let work = receiver.receive_work(parts(), read, handler, |status| *status);
+        let work = Receiver::receive_work(&receiver, parts(), read, handler, |status| *status);
         let size = std::mem::size_of_val(&work);
         // 904 bytes since the refusal and response-budget changes: with the
         // real route future (24 bytes above this test's handler) 928, under
         // the 1,032-byte cache with room to spare.
         assert!(size <= 912, "the boxed work is {size} bytes");
         let larger = || sized::<200, _>(Ok(Bytes::new()));
-        let work = receiver.receive_work(parts(), larger, handler, |status| *status);
+        let work = Receiver::receive_work(&receiver, parts(), larger, handler, |status| *status);
         assert_eq!(std::mem::size_of_val(&work), size, "the read's size counts");
+        // Owning its receiver and traced, the work is what the tower layer
+        // boxes: its pointer and the trace's own fields are all it adds.
+        let owned = receiver
+            .clone()
+            .receive_owned(parts(), read, handler, |status| *status);
+        let owned = std::mem::size_of_val(&owned);
+        assert!(owned <= size + 32, "the owned work is {owned} bytes");
     }
 
     /// Counts the head checks; accepts every delivery (its body is its id).
