@@ -332,10 +332,11 @@ fn a_callers_span_gets_no_field_of_the_pipeline() {
     }
 }
 
-/// The pipeline a future owns (`receive_owned`, the tower layer's) runs in
-/// the same `webhook` span as `receive`: the id, the matched key and the
-/// outcome recorded on it, its latency, and the handler's own events
-/// inside it.
+/// The boxed pipeline that owns its receiver (`receive_boxed`, the tower
+/// layer's) runs in the same `webhook` span as `receive`: the id, the
+/// matched key and the outcome recorded on it, its latency, and the
+/// handler's own events inside it; it answers what `answer` made of the
+/// result.
 #[test]
 fn the_owned_pipeline_runs_in_the_webhook_span() {
     let out = capture(|| async {
@@ -344,7 +345,8 @@ fn the_owned_pipeline_runs_in_the_webhook_span() {
             .build();
         let body = Bytes::from_static(b"{}");
         let parts = signed("msg_owned", now(), &body);
-        let work = receiver.clone().receive_owned(
+        let answer = |_: &Receiver, result: Result<u16, Rejection>| result.map(|s| s + 1);
+        let work = receiver.clone().receive_boxed(
             parts,
             || async move { Ok(body) },
             |_, _| async {
@@ -352,16 +354,18 @@ fn the_owned_pipeline_runs_in_the_webhook_span() {
                 204u16
             },
             |s| *s,
+            answer,
         );
         // It borrows nothing: it runs as a task of its own.
-        assert_eq!(tokio::spawn(work).await.unwrap(), Ok(204));
+        assert_eq!(tokio::spawn(work).await.unwrap(), Ok(205));
         // A refusal too, answered in the span with its status.
         let parts = signed("msg_owned_late", now() - 3600, b"{}");
-        let refused = receiver.clone().receive_owned(
+        let refused = receiver.clone().receive_boxed(
             parts,
             || async { Ok(Bytes::from_static(b"{}")) },
             |_, _| async { 204u16 },
             |s| *s,
+            |_, result| result,
         );
         assert!(matches!(refused.await, Err(Rejection::Verify(_))));
     });

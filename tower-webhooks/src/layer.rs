@@ -8,7 +8,6 @@ use std::task::{Context, Poll};
 use axum_core::body::Body;
 use axum_core::extract::DefaultBodyLimit;
 use bytes::Bytes;
-use futures_util::FutureExt as _;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use tower_layer::Layer;
@@ -146,14 +145,11 @@ where
             Err(_) => 500,
         };
         if receiver.response_budget().is_none() {
-            // The request's one allocation: the pipeline's work is held in
-            // this future, not boxed again.
-            let answer = answer(receiver.clone());
-            return Box::pin(
-                (receiver.clone())
-                    .receive_owned(parts, read, handler, status)
-                    .map(answer),
-            );
+            // The request's one allocation: the pipeline's work, boxed
+            // where it is made.
+            return receiver
+                .clone()
+                .receive_boxed(parts, read, handler, status, answer);
         }
         // A response budget hands a late handler's delivery to the inbox
         // (its future then runs on in a task of its own).
@@ -162,7 +158,7 @@ where
             let received = receiver
                 .receive_within_budget(parts, read, handler, status)
                 .await;
-            answer(receiver)(received)
+            answer(&receiver, received)
         })
     }
 }
@@ -200,15 +196,16 @@ type Received<ResBody, E> = Result<Result<Response<ResBody>, E>, Rejection>;
 
 /// The response to the pipeline's answer: the handler's, or the rejection's.
 fn answer<ResBody, E>(
-    receiver: Receiver,
-) -> impl FnOnce(Received<ResBody, E>) -> Result<Response<Body>, E>
+    receiver: &Receiver,
+    received: Received<ResBody, E>,
+) -> Result<Response<Body>, E>
 where
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
-    move |received| match received {
+    match received {
         Ok(result) => result.map(|response| response.map(Body::new)),
-        Err(r) => Ok(rejection_response(&receiver, r)),
+        Err(r) => Ok(rejection_response(receiver, r)),
     }
 }
 

@@ -48,17 +48,21 @@ impl Receiver {
         // Boxed here, before anything holds it: the caller's future then
         // carries a pointer, not the work (nor a second copy of these
         // arguments, as an `async fn`'s state would).
-        traced(self, || {
-            Box::pin(async move {
-                self.inner
-                    .signals
-                    .body_read(self.inner.verifier.scheme(), body.len());
-                let admission = self.admit(request.head(), body).await?;
-                admission
-                    .run(|delivery| handler(request, delivery), status_of)
-                    .await
-            })
-        })
+        traced(
+            self,
+            || {
+                Box::pin(async move {
+                    self.inner
+                        .signals
+                        .body_read(self.inner.verifier.scheme(), body.len());
+                    let admission = self.admit(request.head(), body).await?;
+                    admission
+                        .run(|delivery| handler(request, delivery), status_of)
+                        .await
+                })
+            },
+            as_is,
+        )
     }
 
     /// [`process`](Self::process) under the
@@ -87,17 +91,21 @@ impl Receiver {
         T: Send + 'static,
         S: FnOnce(&T) -> u16 + Send + 'static,
     {
-        traced(self, || {
-            Box::pin(async move {
-                self.inner
-                    .signals
-                    .body_read(self.inner.verifier.scheme(), body.len());
-                let admission = self.admit(request.head(), body).await?;
-                admission
-                    .run_within_budget(|delivery| handler(request, delivery), status_of)
-                    .await
-            })
-        })
+        traced(
+            self,
+            || {
+                Box::pin(async move {
+                    self.inner
+                        .signals
+                        .body_read(self.inner.verifier.scheme(), body.len());
+                    let admission = self.admit(request.head(), body).await?;
+                    admission
+                        .run_within_budget(|delivery| handler(request, delivery), status_of)
+                        .await
+                })
+            },
+            as_is,
+        )
     }
 
     /// The whole pipeline from the request head on, as the adapters call it:
@@ -135,17 +143,22 @@ impl Receiver {
         Fut: Future<Output = T>,
     {
         // Boxed at once, as in `process`.
-        traced(self, || {
-            Box::pin(Self::receive_work(
-                self, request, read_body, handler, status_of,
-            ))
-        })
+        traced(
+            self,
+            || {
+                Box::pin(Self::receive_work(
+                    self, request, read_body, handler, status_of,
+                ))
+            },
+            as_is,
+        )
     }
 
-    /// [`receive`](Self::receive) on a receiver the future owns (a clone:
-    /// an `Arc`'s count), for an adapter that boxes the request's future
-    /// itself: the work is held in the returned future, not boxed again,
-    /// so the request costs one allocation for both (the tower layer's).
+    /// [`receive`](Self::receive) as one boxed future that owns its
+    /// receiver (a clone: an `Arc`'s count) and answers what `answer` makes
+    /// of the result: an adapter's whole response future (the tower
+    /// layer's), in one allocation. `answer` is given the receiver, for
+    /// [`rejection_response`](Self::rejection_response).
     ///
     /// ```
     /// use bytes::Bytes;
@@ -158,35 +171,41 @@ impl Receiver {
     /// let head = http::Request::new(()).into_parts().0;
     /// let read = || async { Ok(Bytes::from_static(b"{}")) };
     /// let handler = |_head, _delivery| async { 204_u16 };
-    /// // A future that borrows nothing: it can be boxed or spawned as it is.
-    /// let answer = tokio::spawn(receiver.clone().receive_owned(head, read, handler, |s| *s)).await?;
-    /// // Not signed: refused before the handler.
-    /// assert!(matches!(answer, Err(Rejection::Verify(_))));
+    /// let answer = |receiver: &Receiver, result: Result<u16, Rejection>| match result {
+    ///     Ok(status) => status,
+    ///     Err(rejection) => receiver.rejection_response(&rejection).status().as_u16(),
+    /// };
+    /// // It borrows nothing: it can be spawned as it is.
+    /// let work = receiver.clone().receive_boxed(head, read, handler, |s| *s, answer);
+    /// // No signature headers: refused before the handler.
+    /// assert_eq!(tokio::spawn(work).await?, 400);
     /// # Ok(()) }
     /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`receive`](Self::receive).
-    #[inline(always)]
-    pub fn receive_owned<R, Read, B, F, Fut, T>(
+    pub fn receive_boxed<R, Read, B, F, Fut, T, A, U>(
         self,
         request: R,
         read_body: Read,
         handler: F,
-        status_of: impl FnOnce(&T) -> u16,
-    ) -> impl Future<Output = Result<T, Rejection>>
+        status_of: impl FnOnce(&T) -> u16 + Send + 'static,
+        answer: A,
+    ) -> Pin<Box<dyn Future<Output = U> + Send>>
     where
-        R: Incoming,
-        Read: FnOnce() -> B,
-        B: Future<Output = Result<Bytes, Rejection>>,
-        F: FnOnce(R, Delivery) -> Fut,
-        Fut: Future<Output = T>,
+        R: Incoming + Send + 'static,
+        Read: FnOnce() -> B + Send + 'static,
+        B: Future<Output = Result<Bytes, Rejection>> + Send + 'static,
+        F: FnOnce(R, Delivery) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+        A: FnOnce(&Receiver, Result<T, Rejection>) -> U + Send + 'static,
     {
         let owner = self.clone();
-        traced(self, || {
-            Self::receive_work(owner, request, read_body, handler, status_of)
-        })
+        // Boxed where it is made: each move of the work on its way to the
+        // box would copy it (a kilobyte).
+        Box::pin(traced(
+            self,
+            || Self::receive_work(owner, request, read_body, handler, status_of),
+            answer,
+        ))
     }
 
     /// The work [`receive`](Self::receive) boxes: one allocation per
@@ -285,14 +304,18 @@ impl Receiver {
         T: Send + 'static,
         S: FnOnce(&T) -> u16 + Send + 'static,
     {
-        traced(self, || {
-            Box::pin(async move {
-                let admission = self.admit_read(&request, read_body).await?;
-                admission
-                    .run_within_budget(|delivery| handler(request, delivery), status_of)
-                    .await
-            })
-        })
+        traced(
+            self,
+            || {
+                Box::pin(async move {
+                    let admission = self.admit_read(&request, read_body).await?;
+                    admission
+                        .run_within_budget(|delivery| handler(request, delivery), status_of)
+                        .await
+                })
+            },
+            as_is,
+        )
     }
 
     /// [`receive_within_budget`](Self::receive_within_budget) for handlers
@@ -322,14 +345,18 @@ impl Receiver {
         T: 'static,
         S: FnOnce(&T) -> u16 + 'static,
     {
-        traced(self, || {
-            Box::pin(async move {
-                let admission = self.admit_read(&request, read_body).await?;
-                admission
-                    .run_within_budget_local(|delivery| handler(request, delivery), status_of)
-                    .await
-            })
-        })
+        traced(
+            self,
+            || {
+                Box::pin(async move {
+                    let admission = self.admit_read(&request, read_body).await?;
+                    admission
+                        .run_within_budget_local(|delivery| handler(request, delivery), status_of)
+                        .await
+                })
+            },
+            as_is,
+        )
     }
 
     /// What [`receive`](Self::receive) does up to the handler: the head's
@@ -447,10 +474,11 @@ impl Receiver {
 /// `work` in a `webhook` span (when something can see one), with the
 /// request counted as received now and its outcome logged when it ends.
 #[inline(always)]
-fn traced<O, T, W>(owner: O, work: impl FnOnce() -> W) -> Traced<O, W>
+fn traced<O, T, W, A, U>(owner: O, work: impl FnOnce() -> W, answer: A) -> Traced<O, W, A>
 where
     O: Borrow<Receiver>,
     W: Future<Output = Result<T, Rejection>>,
+    A: FnOnce(&Receiver, Result<T, Rejection>) -> U,
 {
     let receiver = owner.borrow();
     let scheme = receiver.inner.verifier.scheme();
@@ -475,11 +503,13 @@ where
         None => Traced::Plain {
             owner,
             scheme,
+            answer: Some(answer),
             work: work(),
         },
         Some(span) => Traced::Spanned {
             owner,
             scheme,
+            answer: Some(answer),
             started: Instant::now(),
             // Boxed: a span is ≈ 50 bytes more in every request's future,
             // and most requests have none.
@@ -490,6 +520,11 @@ where
     traced
 }
 
+/// The pipeline's result as it is: what [`Receiver::receive`] answers.
+fn as_is<T>(_: &Receiver, result: Result<T, Rejection>) -> Result<T, Rejection> {
+    result
+}
+
 pin_project_lite::pin_project! {
     /// A request's pipeline in its `webhook` span, if any, and its outcome
     /// (signals, span fields, log line) when it ends.
@@ -497,23 +532,26 @@ pin_project_lite::pin_project! {
     /// Written out rather than as an `async fn`, whose state would keep the
     /// work a second time beside the future it awaits.
     #[project = TracedProj]
-    enum Traced<O, W> {
+    enum Traced<O, W, A> {
         Plain {
             owner: O,
             scheme: &'static str,
+            // Taken when the work ends.
+            answer: Option<A>,
             #[pin]
             work: W,
         },
         Spanned {
             owner: O,
             scheme: &'static str,
+            answer: Option<A>,
             started: Instant,
             work: Pin<Box<tracing::instrument::Instrumented<W>>>,
         },
     }
 }
 
-impl<O: Borrow<Receiver>, W> Traced<O, W> {
+impl<O: Borrow<Receiver>, W, A> Traced<O, W, A> {
     fn receiver(&self) -> &Receiver {
         match self {
             Self::Plain { owner, .. } | Self::Spanned { owner, .. } => owner.borrow(),
@@ -521,29 +559,32 @@ impl<O: Borrow<Receiver>, W> Traced<O, W> {
     }
 }
 
-impl<O, T, W> Future for Traced<O, W>
+impl<O, T, W, A, U> Future for Traced<O, W, A>
 where
     O: Borrow<Receiver>,
     W: Future<Output = Result<T, Rejection>>,
+    A: FnOnce(&Receiver, Result<T, Rejection>) -> U,
 {
-    type Output = Result<T, Rejection>;
+    type Output = U;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
             TracedProj::Plain {
                 owner,
                 scheme,
+                answer,
                 work,
             } => {
                 let result = std::task::ready!(work.poll(cx));
-                (*owner)
-                    .borrow()
-                    .outcome(scheme, &result, &tracing::Span::none());
-                Poll::Ready(result)
+                let receiver = (*owner).borrow();
+                receiver.outcome(scheme, &result, &tracing::Span::none());
+                let answer = answer.take().expect("Traced polled after completion");
+                Poll::Ready(answer(receiver, result))
             }
             TracedProj::Spanned {
                 owner,
                 scheme,
+                answer,
                 started,
                 work,
             } => {
@@ -554,8 +595,10 @@ where
                     "latency_us",
                     u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
                 );
-                (*owner).borrow().outcome(scheme, &result, span);
-                Poll::Ready(result)
+                let receiver = (*owner).borrow();
+                receiver.outcome(scheme, &result, span);
+                let answer = answer.take().expect("Traced polled after completion");
+                Poll::Ready(answer(receiver, result))
             }
         }
     }
@@ -654,9 +697,11 @@ mod tests {
         assert_eq!(std::mem::size_of_val(&work), size, "the read's size counts");
         // Owning its receiver and traced, the work is what the tower layer
         // boxes: its pointer and the trace's own fields are all it adds.
-        let owned = receiver
-            .clone()
-            .receive_owned(parts(), read, handler, |status| *status);
+        let owned = traced(
+            receiver.clone(),
+            || Receiver::receive_work(receiver.clone(), parts(), read, handler, |status| *status),
+            as_is,
+        );
         let owned = std::mem::size_of_val(&owned);
         assert!(owned <= size + 32, "the owned work is {owned} bytes");
     }
