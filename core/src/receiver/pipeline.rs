@@ -45,24 +45,9 @@ impl Receiver {
         F: FnOnce(R, Delivery) -> Fut,
         Fut: Future<Output = T>,
     {
-        // Boxed here, before anything holds it: the caller's future then
-        // carries a pointer, not the work (nor a second copy of these
-        // arguments, as an `async fn`'s state would).
-        traced(
-            self,
-            || {
-                Box::pin(async move {
-                    self.inner
-                        .signals
-                        .body_read(self.inner.verifier.scheme(), body.len());
-                    let admission = self.admit(request.head(), body).await?;
-                    admission
-                        .run(|delivery| handler(request, delivery), status_of)
-                        .await
-                })
-            },
-            as_is,
-        )
+        self.process_with(request, body, |admission, request| {
+            admission.run(|delivery| handler(request, delivery), status_of)
+        })
     }
 
     /// [`process`](Self::process) under the
@@ -91,6 +76,26 @@ impl Receiver {
         T: Send + 'static,
         S: FnOnce(&T) -> u16 + Send + 'static,
     {
+        self.process_with(request, body, |admission, request| {
+            admission.run_within_budget(|delivery| handler(request, delivery), status_of)
+        })
+    }
+
+    /// [`process`](Self::process)'s work, with the handler's step left to
+    /// `run`: the body counted, the delivery admitted, then `run`.
+    fn process_with<R, G, T>(
+        &self,
+        request: R,
+        body: Bytes,
+        run: impl FnOnce(super::Admission, R) -> G,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        R: Incoming,
+        G: Future<Output = Result<T, Rejection>>,
+    {
+        // Boxed here, before anything holds it: the caller's future then
+        // carries a pointer, not the work (nor a second copy of these
+        // arguments, as an `async fn`'s state would).
         traced(
             self,
             || {
@@ -99,9 +104,7 @@ impl Receiver {
                         .signals
                         .body_read(self.inner.verifier.scheme(), body.len());
                     let admission = self.admit(request.head(), body).await?;
-                    admission
-                        .run_within_budget(|delivery| handler(request, delivery), status_of)
-                        .await
+                    run(admission, request).await
                 })
             },
             as_is,
