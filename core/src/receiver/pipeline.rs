@@ -307,18 +307,9 @@ impl Receiver {
         T: Send + 'static,
         S: FnOnce(&T) -> u16 + Send + 'static,
     {
-        traced(
-            self,
-            || {
-                Box::pin(async move {
-                    let admission = self.admit_read(&request, read_body).await?;
-                    admission
-                        .run_within_budget(|delivery| handler(request, delivery), status_of)
-                        .await
-                })
-            },
-            as_is,
-        )
+        self.receive_with(request, read_body, |admission, request| {
+            admission.run_within_budget(|delivery| handler(request, delivery), status_of)
+        })
     }
 
     /// [`receive_within_budget`](Self::receive_within_budget) for handlers
@@ -348,14 +339,32 @@ impl Receiver {
         T: 'static,
         S: FnOnce(&T) -> u16 + 'static,
     {
+        self.receive_with(request, read_body, |admission, request| {
+            admission.run_within_budget_local(|delivery| handler(request, delivery), status_of)
+        })
+    }
+
+    /// The budgeted receives' work, with the handler's step left to `run`:
+    /// the request admitted ([`admit_read`](Self::admit_read)), then `run`;
+    /// boxed and traced.
+    fn receive_with<R, Read, B, G, T>(
+        &self,
+        request: R,
+        read_body: Read,
+        run: impl FnOnce(super::Admission, R) -> G,
+    ) -> impl Future<Output = Result<T, Rejection>>
+    where
+        R: Incoming,
+        Read: FnOnce() -> B,
+        B: Future<Output = Result<Bytes, Rejection>>,
+        G: Future<Output = Result<T, Rejection>>,
+    {
         traced(
             self,
             || {
                 Box::pin(async move {
                     let admission = self.admit_read(&request, read_body).await?;
-                    admission
-                        .run_within_budget_local(|delivery| handler(request, delivery), status_of)
-                        .await
+                    run(admission, request).await
                 })
             },
             as_is,
