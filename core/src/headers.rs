@@ -217,7 +217,12 @@ pub fn is_text(value: &[u8]) -> bool {
             return false;
         }
     }
-    rest.iter().all(byte)
+    // The last bytes as one word, overlapping the words checked above,
+    // when the value has one: a tail costs no more than a word.
+    match value.last_chunk::<8>() {
+        Some(last) if !rest.is_empty() && printable_word(*last) => true,
+        _ => rest.iter().all(byte),
+    }
 }
 
 /// A byte of ones in each of a word's eight bytes, and each byte's high bit.
