@@ -144,22 +144,11 @@ where
             Ok(response) => response.status().as_u16(),
             Err(_) => 500,
         };
-        if receiver.response_budget().is_none() {
-            // The request's one allocation: the pipeline's work, boxed
-            // where it is made.
-            return receiver
-                .clone()
-                .receive_boxed(parts, read, handler, status, answer);
-        }
-        // A response budget hands a late handler's delivery to the inbox
-        // (its future then runs on in a task of its own).
-        let receiver = receiver.clone();
-        Box::pin(async move {
-            let received = receiver
-                .receive_within_budget(parts, read, handler, status)
-                .await;
-            answer(&receiver, received)
-        })
+        // The request's one allocation: the pipeline's work (under the
+        // response budget, if the receiver has one), boxed where it is made.
+        receiver
+            .clone()
+            .receive_boxed(parts, read, handler, status, answer)
     }
 }
 

@@ -161,7 +161,10 @@ impl Receiver {
     /// receiver (a clone: an `Arc`'s count) and answers what `answer` makes
     /// of the result: an adapter's whole response future (the tower
     /// layer's), in one allocation. `answer` is given the receiver, for
-    /// [`rejection_response`](Self::rejection_response).
+    /// [`rejection_response`](Self::rejection_response). A receiver with a
+    /// [response budget](super::ReceiverBuilder::response_budget) runs
+    /// [`receive_within_budget`](Self::receive_within_budget)'s pipeline
+    /// instead.
     ///
     /// ```
     /// use bytes::Bytes;
@@ -193,7 +196,7 @@ impl Receiver {
         answer: A,
     ) -> Pin<Box<dyn Future<Output = U> + Send>>
     where
-        R: Incoming + Send + 'static,
+        R: Incoming + Send + Sync + 'static,
         Read: FnOnce() -> B + Send + 'static,
         B: Future<Output = Result<Bytes, Rejection>> + Send + 'static,
         F: FnOnce(R, Delivery) -> Fut + Send + 'static,
@@ -202,6 +205,18 @@ impl Receiver {
         A: FnOnce(&Receiver, Result<T, Rejection>) -> U + Send + 'static,
     {
         let owner = self.clone();
+        if self.response_budget().is_some() {
+            // A late handler's delivery goes to the budget's inbox, its
+            // future running on in a task of its own.
+            let run = |admission: super::Admission, request| {
+                admission.run_within_budget(|delivery| handler(request, delivery), status_of)
+            };
+            return Box::pin(traced(
+                self,
+                || Self::admit_then(owner, request, read_body, run),
+                answer,
+            ));
+        }
         // Boxed where it is made: each move of the work on its way to the
         // box would copy it (a kilobyte).
         Box::pin(traced(
@@ -361,14 +376,28 @@ impl Receiver {
     {
         traced(
             self,
-            || {
-                Box::pin(async move {
-                    let admission = self.admit_read(&request, read_body).await?;
-                    run(admission, request).await
-                })
-            },
+            || Box::pin(Self::admit_then(self, request, read_body, run)),
             as_is,
         )
+    }
+
+    /// The request admitted ([`admit_read`](Self::admit_read)) by `owner`,
+    /// then `run`: the budgeted receives' work, untraced.
+    async fn admit_then<O, R, Read, B, G, T>(
+        owner: O,
+        request: R,
+        read_body: Read,
+        run: impl FnOnce(super::Admission, R) -> G,
+    ) -> Result<T, Rejection>
+    where
+        O: Borrow<Receiver>,
+        R: Incoming,
+        Read: FnOnce() -> B,
+        B: Future<Output = Result<Bytes, Rejection>>,
+        G: Future<Output = Result<T, Rejection>>,
+    {
+        let admission = owner.borrow().admit_read(&request, read_body).await?;
+        run(admission, request).await
     }
 
     /// What [`receive`](Self::receive) does up to the handler: the head's
@@ -588,10 +617,13 @@ where
                 work,
             } => {
                 let result = std::task::ready!(work.poll(cx));
-                let receiver = (*owner).borrow();
-                receiver.outcome(scheme, &result, &tracing::Span::none());
-                let answer = answer.take().expect("Traced polled after completion");
-                Poll::Ready(answer(receiver, result))
+                Poll::Ready(finish(
+                    owner,
+                    scheme,
+                    answer,
+                    result,
+                    &tracing::Span::none(),
+                ))
             }
             TracedProj::Spanned {
                 owner,
@@ -607,13 +639,28 @@ where
                     "latency_us",
                     u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
                 );
-                let receiver = (*owner).borrow();
-                receiver.outcome(scheme, &result, span);
-                let answer = answer.take().expect("Traced polled after completion");
-                Poll::Ready(answer(receiver, result))
+                Poll::Ready(finish(owner, scheme, answer, result, span))
             }
         }
     }
+}
+
+/// A traced work's end: its outcome (in `span`), then `answer`.
+fn finish<O, T, A, U>(
+    owner: &O,
+    scheme: &'static str,
+    answer: &mut Option<A>,
+    result: Result<T, Rejection>,
+    span: &tracing::Span,
+) -> U
+where
+    O: Borrow<Receiver>,
+    A: FnOnce(&Receiver, Result<T, Rejection>) -> U,
+{
+    let receiver = owner.borrow();
+    receiver.outcome(scheme, &result, span);
+    let answer = answer.take().expect("Traced polled after completion");
+    answer(receiver, result)
 }
 
 /// The target of the `webhook` span (this module's path).
