@@ -7,6 +7,11 @@
 #   N=4000 core/bench/http_instructions.sh           # a quick look
 #   FRAMEWORKS=actix CONFIGS="bare dedup" core/bench/http_instructions.sh
 #   SERVER=/tmp/load_server-before OUT=target/before core/bench/http_instructions.sh
+#   FRAMEWORKS=axum CONFIGS="bare floor dedup" core/bench/http_instructions.sh
+#
+# `floor` (axum only) is a hand-written middleware doing the least a
+# receiver must (load_server.rs, `mod floor`): the library's own cost
+# against what that costs.
 #
 # For each framework x configuration it starts `load_server` (this crate's
 # src/bin/load_server.rs, release) under `valgrind --tool=callgrind`, sends

@@ -12,6 +12,7 @@
 //! | `verify` | behind the webhook layer/middleware, `no_dedup()` |
 //! | `dedup` | behind the layer with its defaults (in-process store) |
 //! | `peer` | the `standardwebhooks` crate verifies inside the handler |
+//! | `floor` | axum only: a hand-written middleware doing the least a receiver must (see [`floor`]) |
 //! | `redis` | behind the layer with `RedisStore` (`WEBHOOKS_REDIS_URL`) |
 //! | `postgres` | behind the layer with `PostgresStore` (`WEBHOOKS_POSTGRES_URL`, table `loadbench_dedup`) |
 //!
@@ -39,6 +40,7 @@ enum Config {
     Verify,
     Dedup,
     Peer,
+    Floor,
     Redis,
     Postgres,
 }
@@ -50,6 +52,7 @@ impl Config {
             "verify" => Self::Verify,
             "dedup" => Self::Dedup,
             "peer" => Self::Peer,
+            "floor" => Self::Floor,
             "redis" => Self::Redis,
             "postgres" => Self::Postgres,
             _ => return None,
@@ -66,7 +69,7 @@ async fn receiver(config: Config, namespace: &str) -> Option<Receiver> {
     let verifier = StandardWebhooks::new(SECRET).expect("secret");
     let builder = Receiver::builder(verifier).namespace(namespace);
     Some(match config {
-        Config::Bare | Config::Peer => return None,
+        Config::Bare | Config::Peer | Config::Floor => return None,
         Config::Verify => builder.no_dedup().build(),
         Config::Dedup => builder.build(),
         Config::Redis => {
@@ -105,7 +108,7 @@ async fn receiver(config: Config, namespace: &str) -> Option<Receiver> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: load_server <axum|actix> <bare|verify|dedup|peer|redis|postgres> <port> [namespace]";
+    let usage = "usage: load_server <axum|actix> <bare|verify|dedup|peer|floor|redis|postgres> <port> [namespace]";
     let (Some(framework), Some(config), Some(port)) = (
         args.get(1),
         args.get(2).and_then(|c| Config::parse(c)),
@@ -159,6 +162,18 @@ fn axum_server(config: Config, port: u16, namespace: &str) {
                     }),
                 )
             }
+            (Config::Floor, _) => Router::new()
+                .route(
+                    "/hook",
+                    post(|body: Bytes| async move {
+                        std::hint::black_box(body);
+                        StatusCode::NO_CONTENT
+                    }),
+                )
+                .layer(axum::middleware::from_fn_with_state(
+                    floor::Floor::new(SECRET),
+                    floor::receive,
+                )),
             (_, None) => Router::new().route(
                 "/hook",
                 post(|body: Bytes| async move {
@@ -198,6 +213,10 @@ fn actix_server(config: Config, port: u16, namespace: &str) {
                 HttpResponse::NoContent().finish()
             };
             match (config, receiver.clone()) {
+                (Config::Floor, _) => {
+                    eprintln!("load_server: the floor is axum's only");
+                    std::process::exit(2);
+                }
                 (Config::Peer, _) => {
                     let peer = peer.clone();
                     App::new().route(
@@ -246,4 +265,139 @@ fn actix_server(config: Config, port: u16, namespace: &str) {
         println!("ready");
         server.await.expect("serve");
     });
+}
+
+/// The floor of a receiving layer over axum: what any receiver of Standard
+/// Webhooks deliveries must do per request, written by hand with the
+/// ecosystem's crates and nothing else: buffer the body, read the three
+/// headers, check the timestamp, HMAC-SHA256 the signed content, compare
+/// each `v1` signature in constant time, claim the id in a map under a
+/// mutex (std's `HashMap`, sized for a run's ids up front; no lease,
+/// expiry, eviction, metrics, span or panic guard), hand
+/// the handler the id and body as an extension, then mark the id completed
+/// on a 2xx or forget it otherwise. `http_instructions.sh` counts it as
+/// another configuration: the library's own cost against what this one
+/// costs.
+mod floor {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use axum::body::Body;
+    use axum::extract::{Request, State};
+    use axum::http::StatusCode;
+    use axum::middleware::Next;
+    use axum::response::{IntoResponse, Response};
+    use base64::Engine as _;
+    use bytes::Bytes;
+    use hmac::{KeyInit as _, Mac as _};
+    use subtle::ConstantTimeEq as _;
+
+    type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+    /// The keyed HMAC (cloned per request, as the library keys it once) and
+    /// the ids seen: `false` in flight, `true` completed.
+    #[derive(Clone)]
+    pub struct Floor {
+        mac: HmacSha256,
+        seen: Arc<Mutex<HashMap<String, bool>>>,
+    }
+
+    /// What the handler is handed (the benchmark's handler reads the body
+    /// alone, as the layer's does).
+    #[derive(Clone)]
+    #[allow(dead_code)]
+    pub struct Delivered {
+        pub id: String,
+        pub body: Bytes,
+    }
+
+    impl Floor {
+        pub fn new(secret: &str) -> Self {
+            let key = base64::engine::general_purpose::STANDARD
+                .decode(secret.trim_start_matches("whsec_"))
+                .expect("secret");
+            Self {
+                mac: HmacSha256::new_from_slice(&key).expect("key"),
+                seen: Arc::new(Mutex::new(HashMap::with_capacity(ROOM))),
+            }
+        }
+    }
+
+    use axum::http::HeaderName;
+
+    static ID: HeaderName = HeaderName::from_static("webhook-id");
+    static TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+    static SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+
+    /// Ids the map has room for from the start (a benchmark run's).
+    const ROOM: usize = 1 << 16;
+
+    fn header<'a>(headers: &'a axum::http::HeaderMap, name: &HeaderName) -> Option<&'a str> {
+        headers.get(name)?.to_str().ok()
+    }
+
+    pub async fn receive(State(floor): State<Floor>, request: Request, next: Next) -> Response {
+        let (mut parts, body) = request.into_parts();
+        let Ok(body) = axum::body::to_bytes(body, 1 << 20).await else {
+            return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+        };
+        let h = &parts.headers;
+        let (Some(id), Some(ts_text), Some(signatures)) =
+            (header(h, &ID), header(h, &TIMESTAMP), header(h, &SIGNATURE))
+        else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let Ok(ts) = ts_text.parse::<u64>() else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if now.abs_diff(ts) > 300 {
+            return StatusCode::UNAUTHORIZED.into_response();
+        }
+        let mut mac = floor.mac.clone();
+        mac.update(id.as_bytes());
+        mac.update(b".");
+        mac.update(ts_text.as_bytes());
+        mac.update(b".");
+        mac.update(&body);
+        let tag = mac.finalize().into_bytes();
+        let authentic = signatures
+            .split(' ')
+            .filter_map(|s| s.strip_prefix("v1,"))
+            .any(|s| {
+                let mut decoded = [0u8; 32];
+                base64::engine::general_purpose::STANDARD
+                    .decode_slice(s, &mut decoded)
+                    .is_ok_and(|n| n == 32 && bool::from(decoded.ct_eq(&tag[..])))
+            });
+        if !authentic {
+            return StatusCode::UNAUTHORIZED.into_response();
+        }
+        let id = id.to_owned();
+        {
+            let mut seen = floor.seen.lock().expect("lock");
+            match seen.get(&id) {
+                Some(true) => return StatusCode::OK.into_response(),
+                Some(false) => return StatusCode::CONFLICT.into_response(),
+                None => {
+                    seen.insert(id.clone(), false);
+                }
+            }
+        }
+        parts.extensions.insert(Delivered {
+            id: id.clone(),
+            body: body.clone(),
+        });
+        let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+        let mut seen = floor.seen.lock().expect("lock");
+        if response.status().is_success() {
+            seen.insert(id, true);
+        } else {
+            seen.remove(&id);
+        }
+        response
+    }
 }

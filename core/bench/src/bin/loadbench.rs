@@ -37,14 +37,18 @@ use webhooks_core::scheme::StandardWebhooks;
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// The bodies' length unless `--body-len` says otherwise.
 const BODY_LEN: usize = 1024;
-const CONFIGS: [&str; 7] = [
-    "bare", "verify", "dedup", "dup", "peer", "redis", "postgres",
+const CONFIGS: [&str; 8] = [
+    "bare", "verify", "dedup", "dup", "peer", "floor", "redis", "postgres",
 ];
-const LABELS: [(&str, &str); 7] = [
+const LABELS: [(&str, &str); 8] = [
     ("bare", "bare route reading the body"),
     (
         "peer",
         "`standardwebhooks` crate verifying inside the handler",
+    ),
+    (
+        "floor",
+        "hand-written middleware: verify + dedup map (axum only)",
     ),
     ("verify", "layer, verification only (`no_dedup`)"),
     ("dedup", "layer + in-process dedup (default)"),
@@ -433,6 +437,10 @@ fn load(o: &Options) {
         let mut this_round: BTreeMap<(String, String), Run> = BTreeMap::new();
         for config in &order {
             for framework in &o.frameworks {
+                // The hand-written floor is written for axum alone.
+                if framework != "axum" && config.starts_with("floor") {
+                    continue;
+                }
                 let tag = format!("{}_{round}_{framework}_{config}", std::process::id());
                 let run = run_one(o, &dir, framework, config, &tag);
                 eprintln!(
