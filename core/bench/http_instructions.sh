@@ -9,7 +9,7 @@
 #   SERVER=/tmp/load_server-before OUT=target/before core/bench/http_instructions.sh
 #   FRAMEWORKS=axum CONFIGS="bare floor dedup" core/bench/http_instructions.sh
 #
-# `floor` (axum only) is a hand-written middleware doing the least a
+# `floor` is a hand-written middleware doing the least a
 # receiver must (load_server.rs, `mod floor`): the library's own cost
 # against what that costs.
 #

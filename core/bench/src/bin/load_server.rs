@@ -12,7 +12,7 @@
 //! | `verify` | behind the webhook layer/middleware, `no_dedup()` |
 //! | `dedup` | behind the layer with its defaults (in-process store) |
 //! | `peer` | the `standardwebhooks` crate verifies inside the handler |
-//! | `floor` | axum only: a hand-written middleware doing the least a receiver must (see [`floor`]) |
+//! | `floor` | a hand-written middleware doing the least a receiver must (see [`floor`], [`actix_floor`]) |
 //! | `redis` | behind the layer with `RedisStore` (`WEBHOOKS_REDIS_URL`) |
 //! | `postgres` | behind the layer with `PostgresStore` (`WEBHOOKS_POSTGRES_URL`, table `loadbench_dedup`) |
 //!
@@ -213,10 +213,13 @@ fn actix_server(config: Config, port: u16, namespace: &str) {
                 HttpResponse::NoContent().finish()
             };
             match (config, receiver.clone()) {
-                (Config::Floor, _) => {
-                    eprintln!("load_server: the floor is axum's only");
-                    std::process::exit(2);
-                }
+                (Config::Floor, _) => App::new()
+                    .app_data(web::PayloadConfig::new(2 << 20))
+                    .service(
+                        web::resource("/hook")
+                            .wrap(actix_floor::FloorMiddleware(floor::Floor::new(SECRET)))
+                            .route(web::post().to(bare)),
+                    ),
                 (Config::Peer, _) => {
                     let peer = peer.clone();
                     App::new().route(
@@ -337,67 +340,229 @@ mod floor {
         headers.get(name)?.to_str().ok()
     }
 
+    impl Floor {
+        /// The checks before the claim: headers, timestamp, signature.
+        /// `header` reads a header's text (each framework's map); `Err` is
+        /// the refusal's status.
+        pub fn check<'h>(
+            &self,
+            header: impl Fn(Which) -> Option<&'h str>,
+            body: &[u8],
+        ) -> Result<&'h str, StatusCode> {
+            let (Some(id), Some(ts_text), Some(signatures)) = (
+                header(Which::Id),
+                header(Which::Timestamp),
+                header(Which::Signature),
+            ) else {
+                return Err(StatusCode::BAD_REQUEST);
+            };
+            let Ok(ts) = ts_text.parse::<u64>() else {
+                return Err(StatusCode::BAD_REQUEST);
+            };
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if now.abs_diff(ts) > 300 {
+                return Err(StatusCode::UNAUTHORIZED);
+            }
+            let mut mac = self.mac.clone();
+            mac.update(id.as_bytes());
+            mac.update(b".");
+            mac.update(ts_text.as_bytes());
+            mac.update(b".");
+            mac.update(body);
+            let tag = mac.finalize().into_bytes();
+            let authentic = signatures
+                .split(' ')
+                .filter_map(|s| s.strip_prefix("v1,"))
+                .any(|s| {
+                    let mut decoded = [0u8; 32];
+                    base64::engine::general_purpose::STANDARD
+                        .decode_slice(s, &mut decoded)
+                        .is_ok_and(|n| n == 32 && bool::from(decoded.ct_eq(&tag[..])))
+                });
+            if authentic {
+                Ok(id)
+            } else {
+                Err(StatusCode::UNAUTHORIZED)
+            }
+        }
+
+        /// Claims `id`: `Err` with the answer for a duplicate (200) or one
+        /// in flight (409).
+        pub fn claim(&self, id: &str) -> Result<(), StatusCode> {
+            let mut seen = self.seen.lock().expect("lock");
+            match seen.get(id) {
+                Some(true) => Err(StatusCode::OK),
+                Some(false) => Err(StatusCode::CONFLICT),
+                None => {
+                    seen.insert(id.to_owned(), false);
+                    Ok(())
+                }
+            }
+        }
+
+        /// Completes `id` after a 2xx, forgets it otherwise.
+        pub fn settle(&self, id: String, success: bool) {
+            let mut seen = self.seen.lock().expect("lock");
+            if success {
+                seen.insert(id, true);
+            } else {
+                seen.remove(&id);
+            }
+        }
+    }
+
+    /// The headers [`Floor::check`] reads.
+    #[derive(Clone, Copy)]
+    pub enum Which {
+        Id,
+        Timestamp,
+        Signature,
+    }
+
     pub async fn receive(State(floor): State<Floor>, request: Request, next: Next) -> Response {
         let (mut parts, body) = request.into_parts();
         let Ok(body) = axum::body::to_bytes(body, 1 << 20).await else {
             return StatusCode::PAYLOAD_TOO_LARGE.into_response();
         };
         let h = &parts.headers;
-        let (Some(id), Some(ts_text), Some(signatures)) =
-            (header(h, &ID), header(h, &TIMESTAMP), header(h, &SIGNATURE))
-        else {
-            return StatusCode::BAD_REQUEST.into_response();
+        let name = |which| match which {
+            Which::Id => &ID,
+            Which::Timestamp => &TIMESTAMP,
+            Which::Signature => &SIGNATURE,
         };
-        let Ok(ts) = ts_text.parse::<u64>() else {
-            return StatusCode::BAD_REQUEST.into_response();
+        let id = match floor.check(|which| header(h, name(which)), &body) {
+            Ok(id) => id.to_owned(),
+            Err(status) => return status.into_response(),
         };
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        if now.abs_diff(ts) > 300 {
-            return StatusCode::UNAUTHORIZED.into_response();
-        }
-        let mut mac = floor.mac.clone();
-        mac.update(id.as_bytes());
-        mac.update(b".");
-        mac.update(ts_text.as_bytes());
-        mac.update(b".");
-        mac.update(&body);
-        let tag = mac.finalize().into_bytes();
-        let authentic = signatures
-            .split(' ')
-            .filter_map(|s| s.strip_prefix("v1,"))
-            .any(|s| {
-                let mut decoded = [0u8; 32];
-                base64::engine::general_purpose::STANDARD
-                    .decode_slice(s, &mut decoded)
-                    .is_ok_and(|n| n == 32 && bool::from(decoded.ct_eq(&tag[..])))
-            });
-        if !authentic {
-            return StatusCode::UNAUTHORIZED.into_response();
-        }
-        let id = id.to_owned();
-        {
-            let mut seen = floor.seen.lock().expect("lock");
-            match seen.get(&id) {
-                Some(true) => return StatusCode::OK.into_response(),
-                Some(false) => return StatusCode::CONFLICT.into_response(),
-                None => {
-                    seen.insert(id.clone(), false);
-                }
-            }
+        if let Err(status) = floor.claim(&id) {
+            return status.into_response();
         }
         parts.extensions.insert(Delivered {
             id: id.clone(),
             body: body.clone(),
         });
         let response = next.run(Request::from_parts(parts, Body::from(body))).await;
-        let mut seen = floor.seen.lock().expect("lock");
-        if response.status().is_success() {
-            seen.insert(id, true);
-        } else {
-            seen.remove(&id);
-        }
+        floor.settle(id, response.status().is_success());
         response
+    }
+}
+
+/// [`floor`]'s middleware for actix-web, written as its documentation
+/// shows (a `Transform` and its `Service`): the payload gathered, the same
+/// checks, claim and settlement, the body handed on.
+mod actix_floor {
+    use std::future::{Future, Ready, ready};
+    use std::pin::Pin;
+    use std::rc::Rc;
+
+    use actix_web::body::{EitherBody, MessageBody};
+    use actix_web::dev::{
+        Payload, Service, ServiceRequest, ServiceResponse, Transform, forward_ready,
+    };
+    use actix_web::http::StatusCode;
+    use actix_web::http::header::HeaderName;
+    use actix_web::{Error, HttpMessage as _, HttpResponse};
+    use bytes::BytesMut;
+    use futures_util::StreamExt as _;
+
+    use crate::floor::{Delivered, Floor, Which};
+
+    static ID: HeaderName = HeaderName::from_static("webhook-id");
+    static TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+    static SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+    const LIMIT: usize = 1 << 20;
+
+    pub struct FloorMiddleware(pub Floor);
+
+    impl<S, B> Transform<S, ServiceRequest> for FloorMiddleware
+    where
+        S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+        B: MessageBody + 'static,
+    {
+        type Response = ServiceResponse<EitherBody<B>>;
+        type Error = Error;
+        type Transform = FloorService<S>;
+        type InitError = ();
+        type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+        fn new_transform(&self, service: S) -> Self::Future {
+            ready(Ok(FloorService {
+                service: Rc::new(service),
+                floor: self.0.clone(),
+            }))
+        }
+    }
+
+    pub struct FloorService<S> {
+        service: Rc<S>,
+        floor: Floor,
+    }
+
+    type Answer<B> = Result<ServiceResponse<EitherBody<B>>, Error>;
+
+    /// `req` answered `status` with an empty body.
+    fn refuse<B>(req: ServiceRequest, status: StatusCode) -> Answer<B> {
+        let response = HttpResponse::build(status).finish();
+        Ok(req.into_response(response).map_into_right_body())
+    }
+
+    impl<S, B> Service<ServiceRequest> for FloorService<S>
+    where
+        S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+        B: MessageBody + 'static,
+    {
+        type Response = ServiceResponse<EitherBody<B>>;
+        type Error = Error;
+        type Future = Pin<Box<dyn Future<Output = Answer<B>>>>;
+
+        forward_ready!(service);
+
+        fn call(&self, mut req: ServiceRequest) -> Self::Future {
+            let service = Rc::clone(&self.service);
+            let floor = self.floor.clone();
+            Box::pin(async move {
+                let mut payload = req.take_payload();
+                let mut buf = BytesMut::new();
+                while let Some(chunk) = payload.next().await {
+                    let Ok(chunk) = chunk else {
+                        return refuse(req, StatusCode::BAD_REQUEST);
+                    };
+                    if buf.len() + chunk.len() > LIMIT {
+                        return refuse(req, StatusCode::PAYLOAD_TOO_LARGE);
+                    }
+                    buf.extend_from_slice(&chunk);
+                }
+                let body = buf.freeze();
+                let checked = {
+                    let headers = req.headers();
+                    let header = |which| {
+                        let name = match which {
+                            Which::Id => &ID,
+                            Which::Timestamp => &TIMESTAMP,
+                            Which::Signature => &SIGNATURE,
+                        };
+                        headers.get(name)?.to_str().ok()
+                    };
+                    floor.check(header, &body).map(str::to_owned)
+                };
+                let id = match checked.and_then(|id| floor.claim(&id).map(|()| id)) {
+                    Ok(id) => id,
+                    Err(status) => {
+                        let status = StatusCode::from_u16(status.as_u16()).expect("status");
+                        return refuse(req, status);
+                    }
+                };
+                req.extensions_mut().insert(Delivered {
+                    id: id.clone(),
+                    body: body.clone(),
+                });
+                req.set_payload(Payload::from(body));
+                let response = service.call(req).await?;
+                floor.settle(id, response.status().is_success());
+                Ok(response.map_into_left_body())
+            })
+        }
     }
 }

@@ -46,10 +46,7 @@ const LABELS: [(&str, &str); 8] = [
         "peer",
         "`standardwebhooks` crate verifying inside the handler",
     ),
-    (
-        "floor",
-        "hand-written middleware: verify + dedup map (axum only)",
-    ),
+    ("floor", "hand-written middleware: verify + dedup map"),
     ("verify", "layer, verification only (`no_dedup`)"),
     ("dedup", "layer + in-process dedup (default)"),
     ("dup", "layer + in-process dedup, duplicates only"),
@@ -437,10 +434,6 @@ fn load(o: &Options) {
         let mut this_round: BTreeMap<(String, String), Run> = BTreeMap::new();
         for config in &order {
             for framework in &o.frameworks {
-                // The hand-written floor is written for axum alone.
-                if framework != "axum" && config.starts_with("floor") {
-                    continue;
-                }
                 let tag = format!("{}_{round}_{framework}_{config}", std::process::id());
                 let run = run_one(o, &dir, framework, config, &tag);
                 eprintln!(
