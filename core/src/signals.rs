@@ -239,6 +239,15 @@ impl SchemeHandles {
     }
 }
 
+/// Whether two scheme names are the same: by address first (a verifier
+/// reports its one `&'static str`, so a delivery's signals nearly always
+/// find it so), by content otherwise. The content alone cost a `memcmp` call
+/// per signal, five a delivery.
+#[cfg(any(feature = "metrics", test))]
+fn same_scheme(a: &'static str, b: &'static str) -> bool {
+    std::ptr::eq(a, b) || a == b
+}
+
 /// What the pipeline reports; every method is a no-op without the `metrics`
 /// feature.
 impl Signals {
@@ -259,7 +268,7 @@ impl Signals {
     #[cfg(feature = "metrics")]
     fn with(&self, scheme: &'static str, f: impl FnOnce(&SchemeHandles)) {
         match self.first.get() {
-            Some(first) if first.scheme == scheme => f(first),
+            Some(first) if same_scheme(first.scheme, scheme) => f(first),
             _ => f(&self.handles(scheme)),
         }
     }
@@ -268,12 +277,12 @@ impl Signals {
     fn handles(&self, scheme: &'static str) -> Arc<SchemeHandles> {
         {
             let read = self.schemes.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(h) = read.iter().find(|h| h.scheme == scheme) {
+            if let Some(h) = read.iter().find(|h| same_scheme(h.scheme, scheme)) {
                 return Arc::clone(h);
             }
         }
         let mut write = self.schemes.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(h) = write.iter().find(|h| h.scheme == scheme) {
+        if let Some(h) = write.iter().find(|h| same_scheme(h.scheme, scheme)) {
             return Arc::clone(h);
         }
         let handles = Arc::new(SchemeHandles::new(scheme, &self.route));
@@ -398,5 +407,16 @@ mod tests {
         assert_eq!(status_class(204), "2xx");
         assert_eq!(status_class(422), "4xx");
         assert_eq!(status_class(503), "5xx");
+    }
+
+    #[test]
+    fn a_scheme_is_the_same_by_address_or_by_content() {
+        let literal: &'static str = "stripe";
+        let elsewhere: &'static str = String::from("stripe").leak();
+        assert!(same_scheme(literal, literal));
+        assert!(same_scheme(literal, elsewhere));
+        assert!(!same_scheme(literal, "github"));
+        // The same bytes, a shorter name: not the same.
+        assert!(!same_scheme(literal, &literal[..5]));
     }
 }
