@@ -127,10 +127,8 @@ impl Receiver {
             return Step::Wait(Box::pin(async move { Err(stored.await) }));
         }
         let (Some(store), Some(id)) = (&inner.store, id) else {
-            return Step::Done(Ok(Admission::unclaimed(Delivery::new(
-                verified, None, body,
-            ))
-            .observed(observer)));
+            let delivery = Delivery::new(verified, None, body);
+            return Step::Done(Ok(Admission::unclaimed(delivery, Some(observer))));
         };
         let key_namespace = key_namespace(&inner.namespace, &verified);
         let key = store_key(key_namespace, verified.dedup_key(key_namespace, &id));
@@ -257,8 +255,8 @@ impl Receiver {
                     StoreFailure::Open => {
                         tracing::error!(error = %error, "dedup store failed at claim; running the handler without deduplication (fail-open)");
                         // Nothing was claimed: the delivery carries no dedup key.
-                        Ok(Admission::unclaimed(Delivery::new(verified, None, body))
-                            .observed(observer))
+                        let delivery = Delivery::new(verified, None, body);
+                        Ok(Admission::unclaimed(delivery, Some(observer)))
                     }
                 }
             }
@@ -330,17 +328,14 @@ impl fmt::Debug for Observer {
 }
 
 impl Admission {
-    fn unclaimed(delivery: Delivery) -> Self {
+    /// An admission without a claim, built whole (a builder step taking and
+    /// giving back the admission moved it twice by `memcpy`).
+    fn unclaimed(delivery: Delivery, observer: Option<Observer>) -> Self {
         Self {
             delivery,
             claim: None,
-            observer: None,
+            observer,
             handoff: None,
         }
-    }
-
-    fn observed(mut self, observer: Observer) -> Self {
-        self.observer = Some(observer);
-        self
     }
 }

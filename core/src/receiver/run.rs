@@ -60,6 +60,9 @@ impl Admission {
     /// What [`run`](Self::run) does once the handler's future answered:
     /// signals, span fields and the log line, then the settlement to await,
     /// if any (a release, or a completion the store cannot answer at once).
+    // Inlined where the handler's output is awaited: called, it gave the
+    // output back by `memcpy` (a response is larger than a few registers).
+    #[inline(always)]
     pub(super) fn handled<T>(
         claim: Option<ClaimGuard>,
         observer: Option<&Observer>,
