@@ -203,16 +203,9 @@ where
                 Ok(response) => response.status().as_u16(),
                 Err(error) => error.as_response_error().status_code().as_u16(),
             };
-            // A response budget hands a late handler's delivery to the
-            // inbox (its future then runs on in a task of this worker's
-            // `LocalSet`).
-            let received = if receiver.response_budget().is_some() {
-                receiver
-                    .receive_within_budget_local(head, read, handler, status)
-                    .await
-            } else {
-                receiver.receive(head, read, handler, status).await
-            };
+            // Under a response budget, core hands a late handler's delivery
+            // to the inbox (its future runs on in this worker's `LocalSet`).
+            let received = receiver.receive_local(head, read, handler, status).await;
             match received {
                 Ok(result) => result.map(ServiceResponse::map_into_left_body),
                 Err(r) => match waiting {

@@ -111,7 +111,7 @@ impl Receiver {
         )
     }
 
-    /// The whole pipeline from the request head on, as the adapters call it:
+    /// The whole pipeline from the request head on (what the adapters run):
     /// [`check_head`](Self::check_head), then the body read that
     /// `read_body` starts (the adapter's read, stopping at
     /// [`body_limit`](Self::body_limit)) under the
@@ -294,9 +294,10 @@ impl Receiver {
     }
 
     /// [`receive`](Self::receive) under the
-    /// [response budget](super::ReceiverBuilder::response_budget), as the
-    /// adapters call it for a receiver that has one
-    /// ([`response_budget`](Self::response_budget)): the handler runs
+    /// [response budget](super::ReceiverBuilder::response_budget) (the
+    /// adapters reach it through [`receive_boxed`](Self::receive_boxed) and
+    /// [`receive_local`](Self::receive_local) for a receiver that has one):
+    /// the handler runs
     /// inline, and past the budget the delivery is stored in the budget's
     /// inbox and answered [`Rejection::Stored`] while the handler runs on
     /// (see [`Admission::run_within_budget`]).
@@ -357,6 +358,58 @@ impl Receiver {
         self.receive_with(request, read_body, |admission, request| {
             admission.run_within_budget_local(|delivery| handler(request, delivery), status_of)
         })
+    }
+
+    /// The pipeline an adapter whose handler futures are not `Send`
+    /// (actix-web's) runs for each request: [`receive`](Self::receive), or
+    /// under the [response budget](super::ReceiverBuilder::response_budget)
+    /// [`receive_within_budget_local`](Self::receive_within_budget_local).
+    /// The choice is the receiver's: the adapter calls this one entry point.
+    ///
+    /// Both works are boxed as `receive` boxes its own (one allocation a
+    /// request), here as one `dyn` type so that either fits the same future.
+    ///
+    /// # Errors
+    ///
+    /// As [`receive_within_budget`](Self::receive_within_budget).
+    pub fn receive_local<'a, R, Read, B, F, Fut, T, S>(
+        &'a self,
+        request: R,
+        read_body: Read,
+        handler: F,
+        status_of: S,
+    ) -> impl Future<Output = Result<T, Rejection>> + 'a
+    where
+        R: Incoming + 'a,
+        Read: FnOnce() -> B + 'a,
+        B: Future<Output = Result<Bytes, Rejection>> + 'a,
+        F: FnOnce(R, Delivery) -> Fut + 'a,
+        Fut: Future<Output = T> + 'static,
+        T: 'static,
+        S: FnOnce(&T) -> u16 + 'static,
+    {
+        type Work<'a, T> = Pin<Box<dyn Future<Output = Result<T, Rejection>> + 'a>>;
+        traced(
+            self,
+            || -> Work<'a, T> {
+                if self.response_budget().is_some() {
+                    // A late handler's future runs on in the current
+                    // thread's `LocalSet`.
+                    let run = |admission: super::Admission, request| {
+                        admission.run_within_budget_local(
+                            |delivery| handler(request, delivery),
+                            status_of,
+                        )
+                    };
+                    Box::pin(Self::admit_then(self, request, read_body, run))
+                } else {
+                    Box::pin(Self::receive_work(
+                        self, request, read_body, handler, status_of,
+                    ))
+                }
+            },
+            as_is,
+        )
     }
 
     /// The budgeted receives' work, with the handler's step left to `run`:
