@@ -211,11 +211,6 @@ impl Settle {
         }
     }
 
-    /// Where a completion retried in the background is registered.
-    fn pending(&self) -> &PendingCompletions {
-        &self.receiver.pending
-    }
-
     /// Starts the renewal task, unless it runs already or there is no runtime.
     fn start_renewal(&mut self) {
         if self.renewal.is_some() {
@@ -321,7 +316,7 @@ impl Settle {
             self.start_renewal();
             tracing::error!(key = %self.key, error = %error, attempt, retry_in_ms = delay.as_millis() as u64, "complete failed after a 2xx; retrying in the background");
             tokio::time::sleep(delay).await;
-            if !self.pending().holds(&self.key, self.token) {
+            if !self.receiver.pending.holds(&self.key, self.token) {
                 tracing::info!(key = %self.key, "complete recorded by a redelivery to this process");
                 return;
             }
